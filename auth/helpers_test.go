@@ -1,0 +1,112 @@
+package auth
+
+import (
+	"crypto/ed25519"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// fakeClock is a settable clock for deterministic expiry tests.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// seededRand is a deterministic randomness source.
+func seededRand(seed byte) *rand.ChaCha8 {
+	var s [32]byte
+	s[0] = seed
+	return rand.NewChaCha8(s)
+}
+
+// fixture is a key store with tenants "ta" and "tb", an issuer and a verifier on one clock.
+type fixture struct {
+	dir      string
+	clock    *fakeClock
+	keys     *KeyStore
+	issuer   *TokenIssuer
+	verifier *TokenVerifier
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	f := &fixture{dir: t.TempDir(), clock: newFakeClock()}
+	var err error
+	f.keys, err = OpenKeyStore(f.dir, KeyStoreOptions{Now: f.clock.Now, Rand: seededRand(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"ta", "tb"} {
+		if _, err := f.keys.CreateTenant(tenant); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.issuer = NewIssuer(f.keys, f.clock.Now, seededRand(2))
+	f.verifier = NewVerifier(VerifierOptions{Keys: f.keys, Now: f.clock.Now})
+	return f
+}
+
+func (f *fixture) issue(t testing.TB, tenant string, perms ...string) string {
+	t.Helper()
+	token, err := f.issuer.Issue(tenant, "alice", perms, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+// rawClaims are valid claims for tenant as the issuer would write them, to be altered.
+func (f *fixture) rawClaims(tenant string) claims {
+	now := f.clock.Now()
+	return claims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer: Issuer, Audience: jwt.ClaimStrings{Audience}, Subject: "mallory",
+			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour)),
+		},
+		Tenant:      tenant,
+		Permissions: AdminPermissions(tenant),
+	}
+}
+
+// sign signs c with method and key, setting the kid header when kid != "".
+func sign(t testing.TB, method jwt.SigningMethod, key any, kid string, c claims) string {
+	t.Helper()
+	token := jwt.NewWithClaims(method, c)
+	if kid != "" {
+		token.Header["kid"] = kid
+	}
+	s, err := token.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (f *fixture) signingKey(t testing.TB, tenant string) (string, ed25519.PrivateKey) {
+	t.Helper()
+	kid, key, err := f.keys.signingKey(tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kid, key
+}
