@@ -1,0 +1,115 @@
+package groups
+
+// timed is one scheduled check on an outstanding offset: a lease deadline or the time a
+// pending offset becomes ready. It is stale (skipped) once the entry it names changed:
+// see group.current.
+type timed struct {
+	at         int64 // Unix ms
+	offset     uint64
+	deliveries uint32
+}
+
+// timedHeap is a binary min-heap on (at, offset). It never allocates once grown;
+// typed to avoid container/heap's boxing.
+type timedHeap []timed
+
+func (h timedHeap) less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].offset < h[j].offset
+}
+
+func (h *timedHeap) push(t timed) {
+	*h = append(*h, t)
+	s := *h
+	i := len(s) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !s.less(i, p) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+// pop removes and returns the minimum; the heap must not be empty.
+func (h *timedHeap) pop() timed {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s = s[:last]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= len(s) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(s) && s.less(r, l) {
+			m = r
+		}
+		if !s.less(m, i) {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
+}
+
+// offsetQueue keeps the outstanding offsets of a group in ascending order, with lazy
+// deletion: an offset whose entry is gone is dropped when it reaches the front.
+// Fresh deliveries append in ascending order; a redrive inserts in place (rare).
+type offsetQueue struct {
+	items []uint64
+	head  int
+}
+
+func (q *offsetQueue) pushBack(off uint64) {
+	if q.head > 0 && q.head >= len(q.items)/2 {
+		n := copy(q.items, q.items[q.head:])
+		q.items = q.items[:n]
+		q.head = 0
+	}
+	q.items = append(q.items, off)
+}
+
+// insert puts off in ascending position (no duplicates expected).
+func (q *offsetQueue) insert(off uint64) {
+	live := q.items[q.head:]
+	lo, hi := 0, len(live)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if live[mid] < off {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo < len(live) && live[lo] == off {
+		return
+	}
+	q.items = append(q.items, 0)
+	live = q.items[q.head:]
+	copy(live[lo+1:], live[lo:])
+	live[lo] = off
+}
+
+// front drops dead offsets (for which alive is false) from the front and returns the
+// lowest live offset, or ok=false when none is left.
+func (q *offsetQueue) front(alive func(uint64) bool) (uint64, bool) {
+	for q.head < len(q.items) {
+		off := q.items[q.head]
+		if alive(off) {
+			return off, true
+		}
+		q.head++
+	}
+	q.items = q.items[:0]
+	q.head = 0
+	return 0, false
+}

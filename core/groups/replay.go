@@ -1,0 +1,238 @@
+package groups
+
+import (
+	"fmt"
+	"slices"
+)
+
+// ReplayReport describes what opening a shard found. docs/groups.md, "Opening a shard".
+type ReplayReport struct {
+	Groups int // groups on the shard
+	// Repaired names the groups whose cursor depended on dead-letter records the
+	// dead-letter log no longer has: those offsets are delivered again (never skipped).
+	// A checkpoint record per repaired group is staged; the core must make it durable
+	// before it serves the shard.
+	Repaired []string
+	// LostDeadLetters counts the dead-letter (and redrive) events of the cursor log whose
+	// dead-letter record is missing.
+	LostDeadLetters int
+	// OrphanDeadLetters counts dead-letter records of groups the cursor log does not
+	// know (their create record was lost with the cursor log's tail); they are dropped.
+	OrphanDeadLetters int
+	// Outstanding counts offsets waiting for redelivery after the restart (every lease
+	// ends at a restart; delivery counts are kept).
+	Outstanding int
+}
+
+// Replayer rebuilds a Shard from its dead-letter log and its cursor log. Feed every
+// record of each log in log order (the two logs in either order), then call Finish.
+type Replayer struct {
+	s        *Shard
+	dead     map[uint64]map[uint64]DeadLetter // group id → offset → dead letter
+	repaired map[uint64]bool
+	report   ReplayReport
+}
+
+// NewReplayer starts replaying a shard whose dead-letter log ends (next offset) at
+// deadLetterLogEnd, i.e. after the seglog recovery of that log. Errors as NewShard.
+func NewReplayer(opts Options, deadLetterLogEnd uint64) (*Replayer, error) {
+	s, err := NewShard(opts, deadLetterLogEnd)
+	if err != nil {
+		return nil, err
+	}
+	return &Replayer{
+		s:        s,
+		dead:     make(map[uint64]map[uint64]DeadLetter),
+		repaired: make(map[uint64]bool),
+	}, nil
+}
+
+// DeadLetter replays one dead-letter log record. Errors: *RecordError (ErrCorrupt).
+func (r *Replayer) DeadLetter(payload []byte) error {
+	d, err := DecodeDeadLetterRecord(payload)
+	if err != nil {
+		return err
+	}
+	m := r.dead[d.GroupID]
+	if m == nil {
+		m = make(map[uint64]DeadLetter)
+		r.dead[d.GroupID] = m
+	}
+	if d.Kind == DeadLettered {
+		m[d.Offset] = DeadLetter{Offset: d.Offset, Deliveries: d.Deliveries, AtMillis: d.AtMillis}
+	} else {
+		delete(m, d.Offset)
+	}
+	return nil
+}
+
+// Cursor replays one cursor log record. Errors: *RecordError (ErrCorrupt) for a record
+// that does not decode, a group id whose create record is missing, or two names with one id.
+func (r *Replayer) Cursor(payload []byte) error {
+	rec, err := DecodeCursorRecord(payload)
+	if err != nil {
+		return err
+	}
+	if rec.Kind == KindCreate {
+		return r.create(&rec)
+	}
+	g := r.s.groups[rec.GroupID]
+	if g == nil {
+		return corruptCursor("kind %d record for group %016x before its create record", rec.Kind, rec.GroupID)
+	}
+	switch rec.Kind {
+	case KindDeliver:
+		r.deliver(g, &rec)
+	case KindAck:
+		for i := 0; i < int(rec.Count); i++ {
+			delete(g.entries, rec.Entry(i).Offset)
+		}
+	case KindDead:
+		r.deadEvents(g, &rec)
+	case KindRedrive:
+		r.redriveEvents(g, &rec)
+	case KindCheckpoint:
+		delete(r.repaired, g.id) // the group's state is replaced: earlier repairs are moot
+		clear(g.entries)
+		g.frontier = rec.Frontier()
+		for i := 0; i < int(rec.Count); i++ {
+			e := rec.Entry(i)
+			g.entries[e.Offset] = entry{deliveries: uint32(e.Value)}
+		}
+	}
+	return nil
+}
+
+func (r *Replayer) create(rec *CursorRecord) error {
+	c, err := rec.Create()
+	if err != nil {
+		return err
+	}
+	if g := r.s.groups[rec.GroupID]; g != nil {
+		if g.name != string(c.Name) {
+			return corruptCursor("group id %016x names both %q and %q", rec.GroupID, g.name, c.Name)
+		}
+		return nil // repeated by a compaction snapshot
+	}
+	cfg, err := c.Config.withDefaults()
+	if err != nil {
+		return corruptCursor("group %q: %v", c.Name, err)
+	}
+	r.s.addGroup(newGroup(string(c.Name), cfg, c.StartOffset))
+	return nil
+}
+
+func (r *Replayer) deliver(g *group, rec *CursorRecord) {
+	for i := 0; i < int(rec.Count); i++ {
+		e := rec.Entry(i)
+		if e.Offset >= g.frontier {
+			g.frontier = e.Offset + 1
+		}
+		g.entries[e.Offset] = entry{deliveries: uint32(e.Value)}
+	}
+}
+
+// deadEvents applies dead-letter events; one whose dead-letter record is lost (its
+// dead-letter log offset is at or past the log's end) leaves the offset outstanding:
+// it is delivered again rather than skipped (seeds: group_cursor_dependencies).
+func (r *Replayer) deadEvents(g *group, rec *CursorRecord) {
+	intact := rec.DeadLetterEnd <= r.s.dlEnd
+	for i := 0; i < int(rec.Count); i++ {
+		e := rec.Entry(i)
+		if intact || e.Value < r.s.dlEnd {
+			delete(g.entries, e.Offset)
+			continue
+		}
+		r.report.LostDeadLetters++
+		r.repaired[g.id] = true
+		if _, ok := g.entries[e.Offset]; !ok && e.Offset < g.frontier {
+			g.entries[e.Offset] = entry{}
+		}
+	}
+}
+
+// redriveEvents applies redrives; a redrive whose dead-letter record is lost did not
+// happen (the dead-letter log, which still lists the offset, decides).
+func (r *Replayer) redriveEvents(g *group, rec *CursorRecord) {
+	intact := rec.DeadLetterEnd <= r.s.dlEnd
+	for i := 0; i < int(rec.Count); i++ {
+		e := rec.Entry(i)
+		if !intact && e.Value >= r.s.dlEnd {
+			r.report.LostDeadLetters++
+			r.repaired[g.id] = true
+			continue
+		}
+		if e.Offset < g.frontier {
+			g.entries[e.Offset] = entry{}
+		}
+	}
+}
+
+// Finish ends the replay at nowMillis and returns the shard. Every outstanding offset is
+// ready for redelivery at once with its delivery count kept (no lease survives a
+// restart); the dead-letter log decides which offsets are dead letters; each repaired
+// group gets a checkpoint record, staged in the shard's first Effects batch.
+func (r *Replayer) Finish(nowMillis int64) (*Shard, ReplayReport, error) {
+	s := r.s
+	for id, dead := range r.dead {
+		g := s.groups[id]
+		if g == nil {
+			r.report.OrphanDeadLetters += len(dead)
+			continue
+		}
+		for off, d := range dead {
+			delete(g.entries, off)
+			g.dead[off] = d
+		}
+	}
+	for _, name := range s.Groups() {
+		g := s.byName[name]
+		r.rebuild(g, nowMillis)
+		if r.repaired[g.id] {
+			r.report.Repaired = append(r.report.Repaired, name)
+			s.stageCheckpoint(g)
+		}
+	}
+	r.report.Groups = len(s.groups)
+	return s, r.report, nil
+}
+
+// rebuild makes every outstanding offset of g pending from now and rebuilds the queues.
+func (r *Replayer) rebuild(g *group, now int64) {
+	keys := make([]uint64, 0, len(g.entries))
+	for off := range g.entries {
+		keys = append(keys, off)
+	}
+	slices.Sort(keys)
+	g.order.items = keys
+	for _, off := range keys {
+		g.setPending(off, g.entries[off], now)
+	}
+	r.report.Outstanding += len(keys)
+}
+
+// stageCheckpoint stages a checkpoint record of g: its frontier and every outstanding
+// offset with its delivery count. Replaying it replaces the group's state.
+func (s *Shard) stageCheckpoint(g *group) {
+	a := s.fx.arena()
+	start := len(*a)
+	*a = appendCursorHeader(*a, KindCheckpoint, g.id, g.resume(), s.dlEnd, 0)
+	*a = appendEntry(*a, KindAck, CursorEntry{Offset: g.frontier}) // u64 frontier prefix
+	var n uint32
+	for _, off := range g.order.items[g.order.head:] {
+		e, ok := g.entries[off]
+		if !ok {
+			continue
+		}
+		*a = appendEntry(*a, KindCheckpoint, CursorEntry{Offset: off, Value: uint64(e.deliveries)})
+		n++
+	}
+	patchCursorHeader((*a)[start:], g.resume(), s.dlEnd, n)
+	s.fx.cursor = append(s.fx.cursor, span{start, len(*a)})
+}
+
+// String summarises the report for logs.
+func (rep ReplayReport) String() string {
+	return fmt.Sprintf("groups=%d repaired=%v lost_dead_letters=%d orphan_dead_letters=%d outstanding=%d",
+		rep.Groups, rep.Repaired, rep.LostDeadLetters, rep.OrphanDeadLetters, rep.Outstanding)
+}
