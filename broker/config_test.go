@@ -1,0 +1,86 @@
+package broker
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func envOf(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestConfigDefaultsEnvFlags(t *testing.T) {
+	cfg, printCfg, err := LoadConfig([]string{"--quic-bind", "127.0.0.1:0", "--print-config"},
+		envOf(map[string]string{"FELIX_BROKER_METRICS_BIND": "127.0.0.1:9090", "FELIX_QUIC_BIND": "127.0.0.1:7000"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !printCfg {
+		t.Fatal("--print-config not reported")
+	}
+	checks := []struct {
+		env, value string
+		src        Source
+	}{
+		{"FELIX_QUIC_BIND", cfg.QUICBind, SourceFlag},
+		{"FELIX_BROKER_METRICS_BIND", cfg.MetricsBind, SourceEnv},
+		{"FELIX_DURABLE_STORAGE_DIR", cfg.DataDir, SourceDefault},
+	}
+	want := map[string]string{"FELIX_QUIC_BIND": "127.0.0.1:0", "FELIX_BROKER_METRICS_BIND": "127.0.0.1:9090", "FELIX_DURABLE_STORAGE_DIR": "./felix-data"}
+	for _, c := range checks {
+		if c.value != want[c.env] || cfg.SourceOf(c.env) != c.src {
+			t.Errorf("%s = %q from %s, want %q from %s", c.env, c.value, cfg.SourceOf(c.env), want[c.env], c.src)
+		}
+	}
+	if cfg.FsyncMode != FsyncOnCommit || !cfg.Auth || cfg.AutoCreate {
+		t.Errorf("single-node defaults: fsync=%s auth=%v autocreate=%v", cfg.FsyncMode, cfg.Auth, cfg.AutoCreate)
+	}
+	var out bytes.Buffer
+	cfg.PrintConfig(&out)
+	for _, s := range settings() {
+		if !strings.Contains(out.String(), s.env) {
+			t.Errorf("--print-config misses %s", s.env)
+		}
+	}
+	if !strings.Contains(out.String(), "127.0.0.1:9090  env") && !strings.Contains(out.String(), "env") {
+		t.Errorf("sources not printed:\n%s", out.String())
+	}
+}
+
+func TestConfigInvalidValuesNameTheVariable(t *testing.T) {
+	cases := []struct {
+		env  map[string]string
+		args []string
+		name string
+	}{
+		{map[string]string{"FELIX_DURABLE_FSYNC_MODE": "sometimes"}, nil, "FELIX_DURABLE_FSYNC_MODE"},
+		{map[string]string{"FELIX_QUIC_BIND": "nonsense"}, nil, "FELIX_QUIC_BIND"},
+		{map[string]string{"FELIX_AUTH": "maybe"}, nil, "FELIX_AUTH"},
+		{map[string]string{"FELIX_MAX_FRAME_BYTES": "12x"}, nil, "FELIX_MAX_FRAME_BYTES"},
+		{nil, []string{"--auto-create", "perhaps"}, "FELIX_AUTO_CREATE"},
+		{map[string]string{"FELIX_TLS_CERT": "c.pem"}, nil, "FELIX_TLS_KEY"},
+		{map[string]string{"FELIX_BROKER_CONFIG": "/etc/felix.yml"}, nil, "FELIX_BROKER_CONFIG"},
+		{nil, []string{"--no-such-flag"}, "no-such-flag"},
+	}
+	for _, c := range cases {
+		_, _, err := LoadConfig(c.args, envOf(c.env))
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.name) {
+			t.Errorf("%v %v: err = %v, want ErrConfig naming %s", c.env, c.args, err, c.name)
+		}
+	}
+}
+
+func TestConfigFsyncAliasesAndIntervalImpliesPeriodic(t *testing.T) {
+	for alias, want := range map[string]FsyncMode{"off": FsyncNone, "commit": FsyncOnCommit, "On-Commit": FsyncOnCommit, "periodic": FsyncPeriodic} {
+		cfg, _, err := LoadConfig(nil, envOf(map[string]string{"FELIX_DURABLE_FSYNC_MODE": alias}))
+		if err != nil || cfg.FsyncMode != want {
+			t.Errorf("%s: %v %v", alias, cfg, err)
+		}
+	}
+	cfg, _, err := LoadConfig(nil, envOf(map[string]string{"FELIX_DURABLE_FSYNC_INTERVAL_MS": "100"}))
+	if err != nil || cfg.FsyncMode != FsyncPeriodic {
+		t.Fatalf("interval alone: mode %s err %v", cfg.FsyncMode, err)
+	}
+}
