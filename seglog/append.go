@@ -1,0 +1,499 @@
+package seglog
+
+import (
+	"errors"
+	"os"
+	"time"
+	"unsafe"
+
+	"felix/ring"
+)
+
+// ErrEmptyBatch: Append was given no payloads.
+var ErrEmptyBatch = errors.New("seglog: empty batch")
+
+// Unit states.
+const (
+	unitStaged  = iota // open or closed, not submitted
+	unitWriting        // write in flight
+	unitWritten        // write complete; under on_commit waiting for an fdatasync
+	unitSyncing        // covered by the fdatasync in flight
+	unitDone           // complete, waiting to retire in order
+)
+
+const (
+	minStageBytes = 256 << 10
+	maxStageBytes = 8 << 20
+)
+
+// Append stages one batch: records get consecutive offsets from NextOffset,
+// the batch is encoded once into the log's aligned staging buffer (no per-record
+// allocation) and never split across segments (spec §5). done runs on the Poll
+// goroutine once the batch's write completed and, under on_commit, the covering
+// fdatasync too, with the batch's first and last offsets; or with an
+// ErrStorageFailed error (nothing of the batch acknowledged). payloads are
+// copied before Append returns. tsMicros is stored as every record's timestamp.
+//
+// Errors (nothing staged, done not called): ErrEmptyBatch, ErrRecordTooLarge
+// (a payload over MaxPayloadBytes), ErrClosed, the log's failure
+// (ErrStorageFailed; reopen the log), or ErrStorageFailed from a rollover.
+func (l *Log) Append(payloads [][]byte, tsMicros int64, done func(first, last uint64, err error)) error {
+	if l.closed {
+		return ErrClosed
+	}
+	if l.failed != nil {
+		return l.failed
+	}
+	if len(payloads) == 0 {
+		return ErrEmptyBatch
+	}
+	total := 0
+	for _, p := range payloads {
+		if len(p) > MaxPayloadBytes {
+			return ErrRecordTooLarge
+		}
+		total += RecordHeaderLenV3 + len(p)
+	}
+	s := l.activeSeg()
+	if s.next > s.base && s.size+int64(total) > l.opts.SegmentBytes {
+		if err := l.roll(); err != nil {
+			return err
+		}
+		s = l.activeSeg()
+	}
+	l.stageRecords(s, payloads, tsMicros, total)
+	l.pushCallback(pendingAppend{first: l.next - uint64(len(payloads)), last: l.next - 1, done: done})
+	l.d.stats.records.Add(uint64(len(payloads)))
+	l.d.markPending(l)
+	return nil
+}
+
+// stageRecords encodes payloads at the end of the active unit.
+func (l *Log) stageRecords(s *segment, payloads [][]byte, ts int64, total int) {
+	u := l.stageUnit(s, total)
+	for _, p := range payloads {
+		pos := s.size
+		if s.wantsIndex(pos, l.opts.IndexSpacingBytes) {
+			l.mu.Lock()
+			s.index = append(s.index, IndexEntry{Offset: l.next, Position: uint64(pos)})
+			l.mu.Unlock()
+			s.lastIdx = pos
+		}
+		n := RecordHeaderLenV3 + len(p)
+		putRecordV3(u.buf[u.n:u.n+n], l.next, ts, p)
+		u.n += n
+		s.size += int64(n)
+		l.next++
+	}
+	s.next = l.next
+	u.next = l.next
+	if ts > s.maxTs {
+		s.maxTs = ts
+	}
+}
+
+func (l *Log) pushCallback(p pendingAppend) {
+	u := l.active
+	u.cbs = append(u.cbs, p)
+}
+
+// stageUnit returns the open unit of segment s with room for need bytes.
+func (l *Log) stageUnit(s *segment, need int) *unit {
+	if u := l.active; u != nil {
+		if u.seg == s && len(u.buf)-u.n >= need+l.block {
+			return u
+		}
+		l.closeUnit(u)
+	}
+	size := minStageBytes
+	if len(l.units) > 0 {
+		size = len(l.units[len(l.units)-1].buf)
+		if size < maxStageBytes {
+			size *= 2
+		}
+	}
+	for size < need+2*l.block {
+		size *= 2
+	}
+	u := &unit{seg: s, buf: l.getBuf(size), first: l.next, next: l.next}
+	if s.direct {
+		prefix := int(s.size & int64(l.block-1))
+		copy(u.buf, l.tail[:prefix])
+		u.filePos = s.size - int64(prefix)
+		u.dataStart, u.n = prefix, prefix
+	} else {
+		u.filePos = s.size
+	}
+	l.units = append(l.units, u)
+	l.active = u
+	return u
+}
+
+// closeUnit ends staging into u; the partial last block is kept for the next unit.
+func (l *Log) closeUnit(u *unit) {
+	if u.seg.direct {
+		bs := u.n &^ (l.block - 1)
+		copy(l.tail, u.buf[bs:u.n])
+	}
+	u.closed = true
+	if l.active == u {
+		l.active = nil
+	}
+}
+
+// roll seals the active segment (now, or once its last write completes) and
+// creates the next one at NextOffset (spec §5 rollover).
+func (l *Log) roll() error {
+	old := l.activeSeg()
+	if n := len(l.units); n > 0 && l.units[n-1].seg == old {
+		l.units[n-1].sealAfter = true
+		if l.active != nil {
+			l.closeUnit(l.active)
+		}
+	} else if err := l.seal(old); err != nil {
+		l.fail(err)
+		return err
+	}
+	if err := l.createSegment(old.id+1, l.next); err != nil {
+		l.fail(err)
+		return err
+	}
+	return nil
+}
+
+// seal makes a complete segment immutable: exact size, data and index fsynced.
+func (l *Log) seal(s *segment) error {
+	if s.sealed || s.wf == nil {
+		return nil
+	}
+	if err := s.wf.Truncate(s.size); err != nil {
+		return storageErr("truncate", s.path, err)
+	}
+	if err := s.wf.Datasync(); err != nil {
+		return storageErr("fdatasync", s.path, err)
+	}
+	if err := writeFileAtomic(l.fs, l.dir, IndexFileName(s.id), s.indexBytes()); err != nil {
+		return err
+	}
+	s.wf.Close()
+	s.wf = nil
+	s.sealed = true
+	if s.next > l.durable.Load() {
+		l.durable.Store(s.next)
+	}
+	return nil
+}
+
+// submit starts the next write and, under on_commit, the fdatasync covering
+// every completed write (one per log in flight each).
+func (l *Log) submit() error {
+	if l.periodicOwed() {
+		if err := l.startSync(tagPeriodic); err != nil {
+			return err
+		}
+	}
+	if l.opts.FsyncMode == FsyncOnCommit && !l.syncing() {
+		for _, u := range l.units {
+			if u.state == unitWritten {
+				return l.startSync(tagSync)
+			}
+		}
+	}
+	if l.writing() {
+		return nil
+	}
+	for i, u := range l.units {
+		if u.state != unitStaged {
+			continue
+		}
+		if i > 0 && l.units[i-1].seg != u.seg {
+			return nil // the previous segment is sealed first
+		}
+		return l.startWrite(u)
+	}
+	return nil
+}
+
+// hasWork reports whether l has staged writes that nothing in flight will
+// trigger (a submission refused by a full ring), or a periodic sync due.
+func (l *Log) hasWork() bool {
+	if l.periodicOwed() {
+		return true
+	}
+	return l.inflightWrite == nil && !l.syncInFlight && len(l.units) > 0 && l.units[0].state == unitStaged
+}
+
+func (l *Log) writing() bool { return l.inflightWrite != nil }
+func (l *Log) syncing() bool { return l.syncInFlight }
+
+func (l *Log) startWrite(u *unit) error {
+	if !u.closed {
+		l.closeUnit(u)
+	}
+	var b []byte
+	var off int64
+	if u.seg.direct {
+		end := (u.n + l.block - 1) &^ (l.block - 1)
+		clear(u.buf[u.n:end])
+		b, off = u.buf[:end], u.filePos
+	} else {
+		b, off = u.buf[u.dataStart:u.n], u.filePos+int64(u.dataStart)
+	}
+	u.state = unitWriting
+	l.inflightWrite = u
+	l.writeLen = len(b)
+	l.d.stats.writes.Add(1)
+	l.d.stats.writeBytes.Add(uint64(len(b)))
+	ud := l.d.userData(l, tagWrite)
+	if fd := u.seg.wf.Fd(); l.d.r != nil && fd >= 0 {
+		op := ring.Op{Code: ring.OpWrite, FD: int32(fd), Buf: b, Off: off, UserData: ud}
+		if err := l.d.prepare(&op); err != nil {
+			u.state = unitStaged
+			l.inflightWrite = nil
+			if errors.Is(err, ring.ErrTooManyInFlight) {
+				return nil
+			}
+			return storageErr("prepare", u.seg.path, err)
+		}
+		return nil
+	}
+	err := runWrite(u.seg.wf, b, off)
+	res := int64(len(b))
+	if err != nil {
+		res = -1
+	}
+	l.d.local = append(l.d.local, localCompletion{userData: ud, res: res, err: err})
+	return nil
+}
+
+// startSync submits one fdatasync covering every write completed so far.
+func (l *Log) startSync(tag uint64) error {
+	s := l.activeSeg()
+	if len(l.units) > 0 {
+		s = l.units[0].seg
+	}
+	if s.wf == nil {
+		return nil
+	}
+	l.syncInFlight = true
+	l.syncTarget = l.written
+	for _, u := range l.units {
+		if u.state == unitWritten {
+			u.state = unitSyncing
+		}
+	}
+	ud := l.d.userData(l, tag)
+	if fd := s.wf.Fd(); l.d.r != nil && fd >= 0 {
+		op := ring.Op{Code: ring.OpFdatasync, FD: int32(fd), UserData: ud}
+		if err := l.d.prepare(&op); err != nil {
+			l.syncInFlight = false
+			for _, u := range l.units {
+				if u.state == unitSyncing {
+					u.state = unitWritten
+				}
+			}
+			if errors.Is(err, ring.ErrTooManyInFlight) {
+				return nil
+			}
+			return storageErr("prepare", s.path, err)
+		}
+		return nil
+	}
+	err := s.wf.Datasync()
+	l.d.local = append(l.d.local, localCompletion{userData: ud, err: err})
+	return nil
+}
+
+// opDone handles the completion of a write or an on_commit fdatasync.
+func (l *Log) opDone(tag uint64, res int64, err error) {
+	if tag == tagWrite {
+		u := l.inflightWrite
+		l.inflightWrite = nil
+		if u == nil {
+			return
+		}
+		if err == nil && res != int64(l.writeLen) {
+			err = shortErr("write", int(res), l.writeLen)
+		}
+		if err != nil {
+			l.fail(storageErr("write", u.seg.path, err))
+			return
+		}
+		u.state = unitWritten
+		l.written = u.next
+		if l.opts.FsyncMode != FsyncOnCommit {
+			u.state = unitDone
+		}
+	} else {
+		l.syncInFlight = false
+		if err != nil {
+			l.fail(storageErr("fdatasync", l.dir, err))
+			return
+		}
+		n := 0
+		for _, u := range l.units {
+			if u.state == unitSyncing {
+				u.state = unitDone
+				n += len(u.cbs)
+			}
+		}
+		l.d.stats.syncs.Add(1)
+		l.d.stats.syncedAppend.Add(uint64(n))
+		l.durable.Store(l.syncTarget)
+	}
+	if l.failed == nil {
+		l.retire()
+		l.d.markPending(l)
+	}
+}
+
+// retire completes finished units in order: committed offset, callbacks,
+// seal after a rollover, compaction's head drop.
+func (l *Log) retire() {
+	for len(l.units) > 0 && l.units[0].state == unitDone {
+		u := l.units[0]
+		l.units[0] = nil
+		l.units = l.units[1:]
+		l.committed.Store(u.next)
+		l.wakeWaiters()
+		for i, cb := range u.cbs {
+			l.d.stats.appends.Add(1)
+			cb.done(cb.first, cb.last, nil)
+			u.cbs[i] = pendingAppend{}
+		}
+		l.putBuf(u.buf)
+		if u.sealAfter {
+			if err := l.seal(u.seg); err != nil {
+				l.fail(err)
+				return
+			}
+		}
+		if u.dropBefore {
+			if err := l.dropBefore(u.seg); err != nil {
+				l.fail(err)
+				return
+			}
+		}
+	}
+	if len(l.units) == 0 {
+		l.units = l.units[:0:0]
+	}
+}
+
+// fail stops the log: every staged or in-flight append fails with err.
+// Buffers still used by in-flight ops are released when those complete (Close).
+func (l *Log) fail(err error) {
+	if l.failed != nil {
+		return
+	}
+	l.failed = err
+	for _, u := range l.units {
+		for i, cb := range u.cbs {
+			cb.done(cb.first, cb.last, err)
+			u.cbs[i] = pendingAppend{}
+		}
+		u.cbs = u.cbs[:0]
+	}
+	l.active = nil
+}
+
+// periodicOwed reports whether a periodic fdatasync is due.
+func (l *Log) periodicOwed() bool {
+	return l.opts.FsyncMode == FsyncPeriodic && !l.syncInFlight && l.failed == nil && !l.closed &&
+		l.written > l.durable.Load() && l.opts.Now().UnixNano() >= l.syncDue
+}
+
+func (l *Log) periodicDone(err error) {
+	l.syncInFlight = false
+	l.syncDue = l.opts.Now().Add(l.opts.FsyncInterval).UnixNano()
+	if err != nil {
+		l.fail(storageErr("fdatasync", l.dir, err))
+		return
+	}
+	l.d.stats.syncs.Add(1)
+	l.durable.Store(l.syncTarget)
+}
+
+func (l *Log) getBuf(size int) []byte {
+	for i, b := range l.freeBufs {
+		if len(b) >= size {
+			l.freeBufs = append(l.freeBufs[:i], l.freeBufs[i+1:]...)
+			return b
+		}
+	}
+	b, err := ring.AlignedBuffer(size)
+	if err != nil {
+		return alignedHeap(size, l.block)
+	}
+	return b
+}
+
+func (l *Log) putBuf(b []byte) {
+	if len(l.freeBufs) < 2 {
+		l.freeBufs = append(l.freeBufs, b)
+		return
+	}
+	ring.FreeAligned(b)
+}
+
+func (l *Log) freeAll() {
+	for _, b := range l.freeBufs {
+		ring.FreeAligned(b)
+	}
+	l.freeBufs = nil
+}
+
+// alignedHeap returns a heap slice of size bytes aligned to align (fallback
+// when mmap fails).
+func alignedHeap(size, align int) []byte {
+	b := make([]byte, size+align)
+	off := int(uintptr(align)-uintptr(unsafe.Pointer(&b[0]))&uintptr(align-1)) & (align - 1)
+	return b[off : off+size : off+size]
+}
+
+// Close drains the log's appends, fsyncs and trims the active segment, writes
+// its index and closes every file. Later calls return nil. Runs other logs'
+// callbacks while draining (it drives Flush/Poll).
+func (l *Log) Close() error {
+	if l.closed {
+		return nil
+	}
+	err := l.d.drain(l)
+	for l.inflightWrite != nil || l.syncInFlight {
+		if perr := l.d.Poll(time.Second); perr != nil {
+			break
+		}
+	}
+	if l.failed == nil {
+		s := l.activeSeg()
+		err = l.finishActive(s)
+	}
+	l.closed = true
+	l.closeFiles()
+	l.core.close()
+	for _, u := range l.units {
+		if u.buf != nil {
+			l.putBuf(u.buf)
+		}
+	}
+	l.units = nil
+	l.freeAll()
+	delete(l.d.logs, l.id)
+	return err
+}
+
+func (l *Log) finishActive(s *segment) error {
+	if s.wf == nil {
+		return nil
+	}
+	if err := s.wf.Truncate(s.size); err != nil {
+		return storageErr("truncate", s.path, err)
+	}
+	if err := s.wf.Datasync(); err != nil {
+		return storageErr("fdatasync", s.path, err)
+	}
+	l.durable.Store(l.next)
+	return writeFileAtomic(l.fs, l.dir, IndexFileName(s.id), s.indexBytes())
+}
+
+var _ = os.O_RDONLY

@@ -1,0 +1,185 @@
+package seglog
+
+import (
+	"errors"
+	"io"
+)
+
+// sectorBytes is the granularity at which a torn O_DIRECT write can lose data
+// (the disk's logical block size; see docs/storage-format.md "Torn tails").
+const sectorBytes = 512
+
+// scanner reads a segment file forward through one reusable buffer.
+type scanner struct {
+	f       File
+	size    int64 // file size in bytes
+	version uint16
+	hl      int
+	buf     []byte
+	bufPos  int64 // file position of buf[0]
+	bufLen  int   // valid bytes in buf
+	verify  bool  // check record checksums (always true outside index-guided reads)
+}
+
+func newScanner(f File, size int64, version uint16, buf []byte) *scanner {
+	if cap(buf) < 64<<10 {
+		buf = make([]byte, 64<<10)
+	}
+	return &scanner{f: f, size: size, version: version, hl: RecordHeaderLen(version), buf: buf[:cap(buf)], verify: true}
+}
+
+// at returns up to n bytes at file position pos (fewer only at EOF).
+func (s *scanner) at(pos int64, n int) ([]byte, error) {
+	if pos >= s.bufPos && pos+int64(n) <= s.bufPos+int64(s.bufLen) {
+		i := int(pos - s.bufPos)
+		return s.buf[i : i+n], nil
+	}
+	if avail := s.size - pos; int64(n) > avail {
+		if avail < 0 {
+			avail = 0
+		}
+		n = int(avail)
+	}
+	if n > len(s.buf) {
+		s.buf = make([]byte, n+64<<10) // records up to MaxPayloadBytes; bounded by n ≤ file size
+	}
+	want := len(s.buf)
+	if rest := s.size - pos; int64(want) > rest {
+		want = int(rest)
+	}
+	got, err := readFull(s.f, s.buf[:want], pos)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	s.bufPos, s.bufLen = pos, got
+	if n > got {
+		n = got
+	}
+	return s.buf[:n], nil
+}
+
+// scanResult is where a forward scan stopped.
+type scanResult struct {
+	end      int64  // byte position after the last good record
+	next     uint64 // offset after the last good record
+	count    int64  // good records scanned
+	maxTs    int64  // newest timestamp among good records
+	zeroEnd  bool   // stopped at an all-zero header (end of written data)
+	err      error  // *CorruptionError (Position absolute) or I/O error; nil at clean end
+	torn     bool   // err is explained by a torn write (see isTorn)
+	dataSeen bool
+}
+
+// scanRecords walks records from pos (expected offset off) to the end of the
+// file, calling fn for every good record (pos, header, whole record bytes; the
+// bytes alias the scanner buffer). fn returning false stops the scan cleanly.
+func (s *scanner) scanRecords(pos int64, off uint64, fn func(pos int64, h *recordHeader, rec []byte) bool) scanResult {
+	r := scanResult{end: pos, next: off}
+	for pos < s.size {
+		hb, err := s.at(pos, s.hl)
+		if err != nil {
+			r.err = err
+			return r
+		}
+		if len(hb) < s.hl {
+			if s.version >= 3 && allZero(hb) {
+				r.zeroEnd = true
+				return r
+			}
+			r.err = &CorruptionError{Kind: CorruptTruncated, Position: pos, Needed: int64(s.hl), Available: int64(len(hb))}
+			r.torn = true
+			return r
+		}
+		h, st, why := parseRecordHeader(hb, s.version)
+		switch st {
+		case headerZero:
+			r.zeroEnd = true
+			return r
+		case headerBadCRC:
+			r.err = &CorruptionError{Kind: CorruptRecordHeaderChecksum, Position: pos}
+			r.torn = s.zeroSectorIn(pos, pos+int64(s.hl))
+			return r
+		case headerBad:
+			k := CorruptRecordInvalid
+			if h.bodyLen > MaxPayloadBytes {
+				k = CorruptRecordTooLarge
+			}
+			r.err = &CorruptionError{Kind: k, Position: pos, Detail: why}
+			return r
+		}
+		n := s.hl + int(h.bodyLen)
+		rec, err := s.at(pos, n)
+		if err != nil {
+			r.err = err
+			return r
+		}
+		if len(rec) < n {
+			r.err = &CorruptionError{Kind: CorruptTruncated, Position: pos, Needed: int64(n), Available: int64(len(rec))}
+			r.torn = true
+			return r
+		}
+		if s.verify && !checkBody(rec, s.hl, &h) {
+			r.err = &CorruptionError{Kind: CorruptRecordChecksum, Position: pos}
+			r.torn = s.zeroSectorIn(pos, pos+int64(n))
+			return r
+		}
+		if _, _, ok := splitBody(rec[s.hl:], &h); !ok {
+			r.err = &CorruptionError{Kind: CorruptRecordInvalid, Position: pos, Detail: "publisher length overruns the body"}
+			return r
+		}
+		if h.offset != off {
+			r.err = &CorruptionError{Kind: CorruptOffsetOutOfOrder, Position: pos, Detail: offsetDetail(off, h.offset)}
+			return r
+		}
+		if !fn(pos, &h, rec) {
+			return r
+		}
+		pos += int64(n)
+		off++
+		r.end, r.next, r.count = pos, off, r.count+1
+		if h.ts > r.maxTs {
+			r.maxTs = h.ts
+		}
+	}
+	return r
+}
+
+func offsetDetail(want, got uint64) string {
+	return "expected offset " + utoa(want) + ", found " + utoa(got)
+}
+
+func utoa(v uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+// zeroSectorIn reports whether a sector overlapping [from, to) is all zero from
+// its aligned start to its end or EOF: the footprint of a torn write, whose
+// lost sectors read back as zeros (docs/storage-format.md "Torn tails").
+func (s *scanner) zeroSectorIn(from, to int64) bool {
+	if to > s.size {
+		to = s.size
+	}
+	for sec := from &^ (sectorBytes - 1); sec < to; sec += sectorBytes {
+		end := sec + sectorBytes
+		if end > s.size {
+			end = s.size
+		}
+		b, err := s.at(sec, int(end-sec))
+		if err != nil || len(b) == 0 {
+			return false
+		}
+		if allZero(b) {
+			return true
+		}
+	}
+	return false
+}
