@@ -43,7 +43,8 @@ type Ring interface {
 	// then retry); ErrTooManyInFlight when every in-flight slot is taken
 	// (reap completions with Wait, then retry); ErrInvalidOp (wrapped, with the
 	// reason) for a malformed op; ErrClosed after Close. A failed Prepare
-	// queues nothing.
+	// queues nothing. Pass a long-lived Op (a field, reused): a local Op
+	// whose address goes through this interface escapes to the heap.
 	Prepare(op *Op) error
 	// Submit hands every prepared op to the kernel, in the order prepared.
 	// The syscall backend runs file ops synchronously here and queues their

@@ -1,0 +1,127 @@
+package ring
+
+import (
+	"bytes"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/VictoriaMetrics/metrics"
+	"golang.org/x/sys/unix"
+)
+
+func TestEnvForcesSyscallBackend(t *testing.T) {
+	t.Setenv(EnvBackend, "syscall")
+	r, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Backend() != BackendSyscall {
+		t.Fatalf("Backend() = %q with %s=syscall", r.Backend(), EnvBackend)
+	}
+	if Backend() == "" || BackendReason() == "" {
+		t.Fatalf("process choice not recorded: %q, %q", Backend(), BackendReason())
+	}
+	var out bytes.Buffer
+	metrics.WritePrometheus(&out, false)
+	if !strings.Contains(out.String(), `felix_io_backend{backend="`+Backend()+`"`) {
+		t.Fatalf("gauge felix_io_backend missing from:\n%s", out.String())
+	}
+}
+
+func TestOptionsOverrideEnv(t *testing.T) {
+	t.Setenv(EnvBackend, "uring")
+	r, err := New(Options{Backend: BackendSyscall})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Backend() != BackendSyscall {
+		t.Fatalf("Backend() = %q, want the Options choice", r.Backend())
+	}
+}
+
+func TestAutoPicksAWorkingBackend(t *testing.T) {
+	t.Setenv(EnvBackend, "")
+	r, err := New(Options{Entries: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, uerr := newUringProbeOnly(); uerr == nil && r.Backend() != BackendUring {
+		t.Fatalf("io_uring works here but auto chose %q", r.Backend())
+	}
+}
+
+// newUringProbeOnly reports whether a uring ring can be built here.
+func newUringProbeOnly() (bool, error) {
+	r, err := newUring(4, false)
+	if err != nil {
+		return false, err
+	}
+	return true, r.Close()
+}
+
+func TestBadBackendAndEntries(t *testing.T) {
+	t.Setenv(EnvBackend, "")
+	if _, err := New(Options{Backend: "epoll"}); !errors.Is(err, ErrBadBackend) {
+		t.Fatalf("New(epoll) = %v, want ErrBadBackend", err)
+	}
+	for _, n := range []uint32{3, 65536} {
+		if _, err := New(Options{Entries: n}); !errors.Is(err, ErrInvalidOp) {
+			t.Fatalf("New(Entries %d) = %v, want ErrInvalidOp", n, err)
+		}
+	}
+}
+
+func TestRefusalIsExplained(t *testing.T) {
+	for _, c := range []struct {
+		errno unix.Errno
+		label string
+	}{{unix.ENOSYS, "enosys"}, {unix.ENOMEM, "enomem"}} {
+		err := refusal(c.errno)
+		if !errors.Is(err, ErrUnsupported) || !errors.Is(err, c.errno) {
+			t.Fatalf("refusal(%v) = %v: want ErrUnsupported and the errno", c.errno, err)
+		}
+		if got := reasonLabel(err); got != c.label {
+			t.Fatalf("reasonLabel(%v) = %q, want %q", err, got, c.label)
+		}
+	}
+	err := refusal(unix.EPERM) // seccomp or the sysctl, whichever holds here
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "io_uring_setup") {
+		t.Fatalf("refusal(EPERM) = %v", err)
+	}
+	if got := reasonLabel(err); got != "eperm" && got != "io_uring_disabled" {
+		t.Fatalf("reasonLabel(EPERM) = %q", got)
+	}
+	if err := refusal(unix.EFAULT); errors.Is(err, ErrUnsupported) {
+		t.Fatalf("EFAULT must not read as a refusal: %v", err)
+	}
+	if got := reasonLabel(ErrUnsupported); got != "missing_feature" {
+		t.Fatalf("reasonLabel(feature) = %q", got)
+	}
+}
+
+func TestThreadLockedUsesDeferTaskrun(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r, err := newUring(8, true)
+	if errors.Is(err, ErrUnsupported) {
+		t.Skipf("io_uring refused: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.setupFlags&(setupSingleIssuer|setupDeferTaskrun) != setupSingleIssuer|setupDeferTaskrun {
+		t.Logf("kernel refused SINGLE_ISSUER|DEFER_TASKRUN; flags %#x", r.setupFlags)
+	}
+	if r.setupFlags&setupCQSize == 0 {
+		t.Fatalf("setup flags %#x lack CQSIZE", r.setupFlags)
+	}
+	if uint32(len(r.cqes)) < 2*uint32(len(r.sqes)) || len(r.slots) != 16 {
+		t.Fatalf("cq %d sq %d slots %d", len(r.cqes), len(r.sqes), len(r.slots))
+	}
+}
