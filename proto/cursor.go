@@ -127,7 +127,7 @@ func (c *cursor) count(field string, minSize int) (int, error) {
 
 // payloads reads a u32 count then count × (u32 len, bytes) into dst[:0], reusing its capacity.
 func (c *cursor) payloads(field string, dst [][]byte) ([][]byte, error) {
-	n, err := c.count(field+".count", 4)
+	n, err := c.count("count", 4)
 	if err != nil {
 		return dst[:0], err
 	}

@@ -84,7 +84,7 @@ func DecodeEventBatch(flags uint16, body []byte, dst *EventBatch) error {
 // decodePublisherEntries reads count × (u8 publisher_len, publisher, u32 len, payload).
 // Minimum entry size is 5 bytes, so count ≤ remaining/5 is checked before allocating.
 func decodePublisherEntries(c *cursor, dst *EventBatch) error {
-	n, err := c.count("payloads.count", 5)
+	n, err := c.count("count", 5)
 	if err != nil {
 		return err
 	}
