@@ -1,0 +1,206 @@
+package core
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Idempotent producer (spec/client-protocol.md §8.10, PROPOSED there, decided
+// in docs/architecture.md "core"): each shard keeps a window of the most
+// recent (producer id, sequence) keys with the offsets they landed at. A
+// publish whose key is in the window is answered with the original offsets
+// and Duplicate=true instead of being appended again; a duplicate of a
+// publish still in flight waits for the original's outcome.
+//
+// Durability: a durable shard writes one record per idempotent publish to its
+// companion log "producers" in the same flush as the data, and acknowledges
+// on commit only once both are durable. Reopening rebuilds the window from
+// that log, keeping the keys whose records are in the data log.
+//
+// Key record layout (big-endian): u8 id_len, id_len bytes id, u64 sequence,
+// u64 first_offset, u64 last_offset.
+
+const producerRecordFixed = 1 + 8 + 8 + 8
+
+// MaxProducerIDBytes bounds PublishRequest.ProducerID.
+const MaxProducerIDBytes = 255
+
+type producerKey struct {
+	id       string
+	sequence uint64
+}
+
+type producerEntry struct {
+	key         producerKey
+	first, last uint64
+	committed   bool // the data append completed
+	logged      bool // the key record completed (always true in memory)
+	ackDone     func(PublishResult, error)
+	ackResult   PublishResult
+	waiters     []heldPublish // duplicates that arrived while in flight
+}
+
+type producerWindow struct {
+	entries map[producerKey]*producerEntry
+	order   fifo[*producerEntry]
+	max     int
+}
+
+func newProducerWindow(size int) *producerWindow {
+	return &producerWindow{entries: map[producerKey]*producerEntry{}, max: size}
+}
+
+// duplicate answers h when its key is known and reports whether it did.
+func (w *producerWindow) duplicate(s *streamShard, h heldPublish) bool {
+	e := w.entries[producerKey{h.req.ProducerID, h.req.Sequence}]
+	if e == nil {
+		return false
+	}
+	if e.committed && e.logged {
+		h.done(e.duplicateResult(s.index), nil)
+		return true
+	}
+	e.waiters = append(e.waiters, h)
+	return true
+}
+
+func (e *producerEntry) duplicateResult(shard int) PublishResult {
+	return PublishResult{Shard: shard, FirstOffset: e.first, LastOffset: e.last, Committed: true, Duplicate: true}
+}
+
+// begin adds a key (its publish is being appended) and evicts the oldest
+// settled keys beyond the window.
+func (w *producerWindow) begin(id string, sequence, first, last uint64) *producerEntry {
+	e := &producerEntry{key: producerKey{id, sequence}, first: first, last: last}
+	w.entries[e.key] = e
+	w.order.push(e)
+	for w.order.len() > w.max {
+		old := *w.order.at(0)
+		if !old.committed || !old.logged {
+			break
+		}
+		w.order.pop()
+		if w.entries[old.key] == old {
+			delete(w.entries, old.key)
+		}
+	}
+	return e
+}
+
+// settle answers the publish and its waiting duplicates once both the data
+// and the key record are durable.
+func (w *producerWindow) settle(s *streamShard, e *producerEntry) {
+	if !e.committed || !e.logged {
+		return
+	}
+	if e.ackDone != nil {
+		done := e.ackDone
+		e.ackDone = nil
+		done(e.ackResult, nil)
+	}
+	for i, h := range e.waiters {
+		h.done(e.duplicateResult(s.index), nil)
+		e.waiters[i] = heldPublish{}
+	}
+	e.waiters = nil
+}
+
+// abort forgets a key whose append failed and fails whoever waits on it.
+func (w *producerWindow) abort(s *streamShard, e *producerEntry, err error) {
+	if w.entries[e.key] == e {
+		delete(w.entries, e.key)
+	}
+	e.committed, e.logged = true, true // lets eviction pass it
+	if e.ackDone != nil {
+		e.ackDone(PublishResult{}, err)
+		e.ackDone = nil
+	}
+	for _, h := range e.waiters {
+		h.done(PublishResult{}, err)
+	}
+	e.waiters = nil
+}
+
+// logProducer stages e's key record in the producers log (no allocation:
+// the scratch buffer is copied by Append).
+func (s *streamShard) logProducer(e *producerEntry) {
+	b := s.producerScratch[:0]
+	b = append(b, byte(len(e.key.id)))
+	b = append(b, e.key.id...)
+	b = binary.BigEndian.AppendUint64(b, e.key.sequence)
+	b = binary.BigEndian.AppendUint64(b, e.first)
+	b = binary.BigEndian.AppendUint64(b, e.last)
+	s.producerScratch = b
+	s.producerArgs[0] = b
+	if err := s.producerLog.Append(s.producerArgs[:], s.c.clock.WallMicros(), s.onLogged); err != nil {
+		s.fail(storageError("append producer key", err))
+		e.logged = true // the data append's outcome decides
+		return
+	}
+	s.producerPending.push(e)
+}
+
+// producerLogged is the producers log's append callback.
+func (s *streamShard) producerLogged(_, _ uint64, err error) {
+	if s.producerPending.len() == 0 {
+		return
+	}
+	e := s.producerPending.pop()
+	if err != nil {
+		err = storageError("producer key commit", err)
+		s.fail(err)
+		s.producers.abort(s, e, err)
+		s.tryClose()
+		return
+	}
+	e.logged = true
+	s.producers.settle(s, e)
+	s.tryClose()
+}
+
+// errBadProducerRecord marks a key record that does not parse.
+var errBadProducerRecord = errors.New("core: malformed producer key record")
+
+// decodeProducerRecord parses one key record, checking lengths first.
+func decodeProducerRecord(b []byte) (producerKey, uint64, uint64, error) {
+	if len(b) < producerRecordFixed || len(b) != producerRecordFixed+int(b[0]) {
+		return producerKey{}, 0, 0, errBadProducerRecord
+	}
+	n := int(b[0])
+	id := string(b[1 : 1+n])
+	rest := b[1+n:]
+	key := producerKey{id: id, sequence: binary.BigEndian.Uint64(rest)}
+	first, last := binary.BigEndian.Uint64(rest[8:]), binary.BigEndian.Uint64(rest[16:])
+	if last < first {
+		return producerKey{}, 0, 0, errBadProducerRecord
+	}
+	return key, first, last, nil
+}
+
+// recover rebuilds the window from the producers log, keeping keys whose
+// records are in the data log (last < dataNext).
+func (w *producerWindow) recover(log shardLog, dataNext uint64) error {
+	from := log.EarliestOffset()
+	for from < log.CommittedOffset() {
+		read := 0
+		err := log.ReadCommitted(from, 1<<20, func(off uint64, _ int64, p []byte) bool {
+			from = off + 1
+			read++
+			key, first, last, err := decodeProducerRecord(p)
+			if err != nil || last >= dataNext {
+				return true
+			}
+			e := w.begin(key.id, key.sequence, first, last)
+			e.committed, e.logged = true, true
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		if read == 0 {
+			return fmt.Errorf("producers log: no record at %d below %d", from, log.CommittedOffset())
+		}
+	}
+	return nil
+}

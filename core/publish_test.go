@@ -1,0 +1,301 @@
+package core
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestAckOnCommitWaitsForTheCompletion(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), nil)
+	h.create(StreamSpec{Name: testStream, Shards: 1, Durable: true})
+	h.hold(true)
+	a := h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("a", 3)})
+	h.step(3)
+	if a.calls != 0 {
+		t.Fatalf("acked before the append completed: %+v", a)
+	}
+	h.hold(false)
+	h.step(1)
+	want := PublishResult{Shard: 0, FirstOffset: 0, LastOffset: 2, Committed: true}
+	if a.calls != 1 || a.err != nil || a.res != want {
+		t.Fatalf("ack = %+v, want %+v once", a, want)
+	}
+}
+
+func TestAckModes(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), nil)
+	h.create(StreamSpec{Name: testStream, Shards: 1, Durable: true})
+	h.hold(true)
+	none := h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("n", 2), Ack: AckNone})
+	enq := h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("e", 1), Ack: AckOnEnqueue})
+	commit := h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("c", 1), Ack: AckOnCommit})
+	h.step(1)
+	if none.calls != 1 || none.res.FirstOffset != 0 || none.res.LastOffset != 1 || none.res.Committed {
+		t.Fatalf("ack none: %+v", none)
+	}
+	if enq.calls != 1 || enq.res.FirstOffset != 2 || enq.res.Committed {
+		t.Fatalf("ack on enqueue: %+v", enq)
+	}
+	if commit.calls != 0 {
+		t.Fatalf("ack on commit before the commit: %+v", commit)
+	}
+	h.hold(false)
+	h.step(1)
+	if commit.calls != 1 || commit.res.FirstOffset != 3 || !commit.res.Committed {
+		t.Fatalf("ack on commit: %+v", commit)
+	}
+	if none.calls != 1 || enq.calls != 1 {
+		t.Fatal("an early ack ran twice")
+	}
+}
+
+func TestInMemoryPublishAssignsOffsets(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), nil)
+	h.create(StreamSpec{Name: testStream, Shards: 1})
+	a := h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("m", 4)})
+	b := h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("m", 1)})
+	h.step(1)
+	if a.res.FirstOffset != 0 || a.res.LastOffset != 3 || b.res.FirstOffset != 4 || !b.res.Committed {
+		t.Fatalf("acks %+v %+v", a, b)
+	}
+}
+
+func TestRoutingKeysRoundRobinAndPinned(t *testing.T) {
+	h := newHarness(t, 2, newFakeStore(), nil)
+	mod := StreamName{Tenant: "t", Namespace: "n", Stream: "mod"}
+	jump := StreamName{Tenant: "t", Namespace: "n", Stream: "jump"}
+	h.create(StreamSpec{Name: mod, Shards: 5})
+	h.create(StreamSpec{Name: jump, Shards: 5, Routing: RoutingJumpHash})
+	key := []byte("customer-42")
+	var acks []*ack
+	for range 3 {
+		acks = append(acks, h.publish(&PublishRequest{Stream: mod, Key: key, Payloads: payloads("k", 1)}))
+		acks = append(acks, h.publish(&PublishRequest{Stream: jump, Key: key, Payloads: payloads("k", 1)}))
+	}
+	var rr []*ack
+	for range 10 {
+		rr = append(rr, h.publish(&PublishRequest{Stream: mod, Payloads: payloads("r", 1)}))
+	}
+	pinned := h.publish(&PublishRequest{Stream: mod, Pinned: true, Shard: 3, Payloads: payloads("p", 1)})
+	h.step(2)
+	for i, a := range acks {
+		want := RouteKey(RoutingModulo, key, 5)
+		if i%2 == 1 {
+			want = RouteKey(RoutingJumpHash, key, 5)
+		}
+		if a.err != nil || a.res.Shard != want {
+			t.Fatalf("keyed publish %d went to shard %d (%v), want %d", i, a.res.Shard, a.err, want)
+		}
+	}
+	counts := make([]int, 5)
+	for _, a := range rr {
+		counts[a.res.Shard]++
+	}
+	if !reflect.DeepEqual(counts, []int{2, 2, 2, 2, 2}) {
+		t.Fatalf("round-robin spread %v", counts)
+	}
+	if pinned.res.Shard != 3 {
+		t.Fatalf("pinned publish went to shard %d", pinned.res.Shard)
+	}
+	if err := h.e.Publish(&PublishRequest{Stream: mod, Pinned: true, Shard: 5, Payloads: payloads("p", 1)}, nil); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("publish to shard 5 of 5: %v", err)
+	}
+}
+
+func TestJumpHashIsConsistent(t *testing.T) {
+	moved := 0
+	const keys = 10000
+	for k := uint64(0); k < keys; k++ {
+		h := KeyHash(u64payload(k))
+		a, b := JumpHash(h, 10), JumpHash(h, 11)
+		if a < 0 || a >= 10 || b < 0 || b >= 11 {
+			t.Fatalf("bucket out of range: %d %d", a, b)
+		}
+		if a != b {
+			if b != 10 {
+				t.Fatalf("key %d moved between old buckets %d → %d", k, a, b)
+			}
+			moved++
+		}
+	}
+	if moved < keys/11/2 || moved > keys/11*2 {
+		t.Fatalf("%d of %d keys moved growing 10 → 11 buckets, want about %d", moved, keys, keys/11)
+	}
+	if JumpHash(123, 0) != 0 || JumpHash(123, 1) != 0 {
+		t.Fatal("degenerate bucket counts must map to 0")
+	}
+}
+
+func TestPublishValidation(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), nil)
+	h.create(StreamSpec{Name: testStream, Shards: 1})
+	bad := []*PublishRequest{
+		{Stream: testStream},
+		{Stream: testStream, Payloads: payloads("x", 1), Ack: AckOnCommit + 1},
+		{Stream: testStream, Payloads: payloads("x", 1), ProducerID: string(make([]byte, 256))},
+	}
+	for i, req := range bad {
+		if err := h.e.Publish(req, func(PublishResult, error) { t.Fatal("done called") }); !errors.Is(err, ErrInvalid) {
+			t.Errorf("case %d: %v, want ErrInvalid", i, err)
+		}
+	}
+	other := StreamName{Tenant: "t", Namespace: "n", Stream: "missing"}
+	if err := h.e.Publish(&PublishRequest{Stream: other, Payloads: payloads("x", 1)}, nil); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown stream: %v", err)
+	}
+}
+
+func TestFullInboxIsOverloaded(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), func(c *Config) { c.InboxCapacity = 4 })
+	h.create(StreamSpec{Name: testStream, Shards: 1})
+	var acks []*ack
+	for range 4 {
+		acks = append(acks, h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("x", 1)}))
+	}
+	err := h.e.Publish(&PublishRequest{Stream: testStream, Payloads: payloads("x", 1)}, func(PublishResult, error) {})
+	if !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("fifth publish into an inbox of 4: %v", err)
+	}
+	h.step(1)
+	for _, a := range acks {
+		if a.calls != 1 || a.err != nil {
+			t.Fatalf("queued publish: %+v", a)
+		}
+	}
+	h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("x", 1)})
+}
+
+func TestStorageFailureIsTypedAndSticky(t *testing.T) {
+	store := newFakeStore()
+	h := newHarness(t, 1, store, nil)
+	h.create(StreamSpec{Name: testStream, Shards: 1, Durable: true})
+	injected := errors.New("injected EIO")
+	store.completeErr = injected
+	a := h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("x", 1)})
+	h.step(2)
+	if !errors.Is(a.err, ErrStorageFailed) || !errors.Is(a.err, injected) {
+		t.Fatalf("failed commit: %v", a.err)
+	}
+	store.completeErr = nil
+	b := h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("x", 1)})
+	h.step(1)
+	if !errors.Is(b.err, ErrStorageFailed) {
+		t.Fatalf("publish after a storage failure: %v", b.err)
+	}
+}
+
+func TestAppendErrorIsTyped(t *testing.T) {
+	store := newFakeStore()
+	h := newHarness(t, 1, store, nil)
+	h.create(StreamSpec{Name: testStream, Shards: 1, Durable: true})
+	store.appendErr = errors.New("injected ENOSPC")
+	a := h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("x", 1)})
+	h.step(1)
+	if !errors.Is(a.err, ErrStorageFailed) || a.calls != 1 {
+		t.Fatalf("append error: %+v", a)
+	}
+}
+
+func TestPeriodicFsyncTimer(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), func(c *Config) { c.Fsync = FsyncPeriodic; c.FsyncInterval = 250 * time.Millisecond })
+	h.step(1)
+	if h.disks[0].syncs != 0 {
+		t.Fatal("synced before the interval")
+	}
+	h.clock.advance(250 * time.Millisecond)
+	h.step(1)
+	h.clock.advance(100 * time.Millisecond)
+	h.step(1)
+	if h.disks[0].syncs != 1 {
+		t.Fatalf("syncs after 350 ms = %d, want 1", h.disks[0].syncs)
+	}
+	h.clock.advance(150 * time.Millisecond)
+	h.step(1)
+	if h.disks[0].syncs != 2 {
+		t.Fatalf("syncs after 500 ms = %d, want 2", h.disks[0].syncs)
+	}
+}
+
+func TestCatalog(t *testing.T) {
+	h := newHarness(t, 2, newFakeStore(), nil)
+	spec := StreamSpec{Name: testStream, Shards: 3, Durable: true}
+	h.create(spec)
+	h.create(spec) // same spec: no-op
+	other := spec
+	other.Shards = 4
+	if err := h.e.CreateStream(other); !errors.Is(err, ErrExists) {
+		t.Fatalf("recreate with other shards: %v", err)
+	}
+	if err := h.e.CreateStream(StreamSpec{Name: StreamName{Tenant: "t"}, Shards: 1}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("bad name: %v", err)
+	}
+	h.publish(&PublishRequest{Stream: testStream, Pinned: true, Shard: 2, Payloads: payloads("x", 5)})
+	h.step(2)
+	info, err := h.e.StreamInfo(testStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(info.NextOffsets, []uint64{0, 0, 5}) || info.Spec != spec {
+		t.Fatalf("info %+v", info)
+	}
+	if got := h.e.ListStreams(); len(got) != 1 || got[0] != spec {
+		t.Fatalf("list %+v", got)
+	}
+	sub, err := h.e.Subscribe(SubscribeRequest{Stream: testStream, Shard: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.e.DeleteStream(testStream); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nextNow(t, sub); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("subscription after delete: %v", err)
+	}
+	if err := h.e.DeleteStream(testStream); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if len(h.store.logs) != 0 {
+		t.Fatalf("logs left after delete: %d", len(h.store.logs))
+	}
+	h.create(spec) // the name is free again
+}
+
+func TestDurableNeedsDataDir(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), func(c *Config) { c.DataDir = "" })
+	if err := h.e.CreateStream(StreamSpec{Name: testStream, Shards: 1, Durable: true}); !errors.Is(err, ErrNoDurableStorage) {
+		t.Fatalf("durable stream without a data dir: %v", err)
+	}
+}
+
+func TestCloseFailsQueuedAndEndsSubscriptions(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), nil)
+	h.create(StreamSpec{Name: testStream, Shards: 1, Durable: true})
+	sub, err := h.e.Subscribe(SubscribeRequest{Stream: testStream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inflight := h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("x", 1)})
+	h.step(1) // staged; completes during the stop
+	h.hold(false)
+	queued := h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("y", 1)})
+	h.close()
+	if queued.calls != 1 || !errors.Is(queued.err, ErrClosed) {
+		t.Fatalf("queued publish at close: %+v", queued)
+	}
+	if inflight.calls != 1 {
+		t.Fatalf("in-flight publish at close: %+v", inflight)
+	}
+	if _, err := nextNow(t, sub); !errors.Is(err, ErrClosed) {
+		t.Fatalf("subscription after close: %v", err)
+	}
+	if err := h.e.Publish(&PublishRequest{Stream: testStream, Payloads: payloads("x", 1)}, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("publish after close: %v", err)
+	}
+	for _, d := range h.disks {
+		if !d.closed {
+			t.Fatal("disk left open")
+		}
+	}
+}

@@ -1,0 +1,334 @@
+package core
+
+import (
+	"fmt"
+)
+
+// streamShard is one shard of a stream: its log (durable) or replay ring
+// (in-memory), its subscribers and its idempotent-producer window. Every
+// field is owned by core c; other goroutines only hold the pointer.
+type streamShard struct {
+	c       *core
+	name    StreamName
+	index   int
+	durable bool
+
+	records     shardLog    // durable only
+	producerLog shardLog    // durable only: idempotent keys (producer.go)
+	replay      *replayRing // in-memory only
+	next        uint64      // in-memory: next offset
+
+	// fanoutNext is the first offset not yet handed to subscribers: live
+	// subscriptions registered now receive every batch from here on.
+	fanoutNext uint64
+
+	inflight        fifo[inflightPublish]
+	producers       *producerWindow
+	producerPending fifo[*producerEntry] // entries whose key record is in flight
+	producerScratch []byte
+	producerArgs    [1][]byte
+
+	subs     []*Subscription
+	blocking []*Subscription // Block subscribers with a full queue
+	held     fifo[heldPublish]
+	stall    coreTimer
+
+	failed       error // sticky: ErrStorageFailed-wrapped, or ErrNotFound after delete
+	closed       bool
+	pendingClose *pendingClose
+
+	onAppended func(first, last uint64, err error) // bound once: no per-append closure
+	onLogged   func(first, last uint64, err error)
+	metrics    *shardMetrics
+}
+
+// inflightPublish is a durable publish staged in the log, waiting for its
+// append to complete (appends of one log complete in order).
+type inflightPublish struct {
+	first, last uint64
+	frame       []byte                     // with offsets; nil when nobody subscribed at append time
+	done        func(PublishResult, error) // nil when already acknowledged
+	producer    *producerEntry             // idempotent publishes
+	stagedNanos int64
+}
+
+// heldPublish is a publish waiting for the shard (a full Block subscriber)
+// or for the original of a duplicate idempotent publish.
+type heldPublish struct {
+	req           *PublishRequest
+	done          func(PublishResult, error)
+	enqueuedNanos int64
+}
+
+// openStreamShard opens (recovering) shard index of meta's stream on c.
+func (c *core) openStreamShard(spec *StreamSpec, index int) (*streamShard, error) {
+	cfg := &c.engine.cfg
+	s := &streamShard{c: c, name: spec.Name, index: index, durable: spec.Durable}
+	s.onAppended = s.appended
+	s.onLogged = s.producerLogged
+	s.stall = coreTimer{index: -1, fn: s.stallExpired}
+	s.producers = newProducerWindow(cfg.ProducerWindow)
+	if spec.Durable {
+		if err := s.openLogs(); err != nil {
+			return nil, err
+		}
+		s.fanoutNext = s.records.NextOffset()
+	} else {
+		size := spec.MemoryReplayRecords
+		if size == 0 {
+			size = cfg.MemoryReplayRecords
+		}
+		s.replay = newReplayRing(size)
+	}
+	s.metrics = newShardMetrics(cfg.Metrics, s)
+	c.shards[s] = struct{}{}
+	return s, nil
+}
+
+func (s *streamShard) openLogs() error {
+	var err error
+	if s.records, err = s.c.disk.OpenLog(logRecords, s.name, s.index); err != nil {
+		return storageError(fmt.Sprintf("open %s shard %d", s.name, s.index), err)
+	}
+	if s.producerLog, err = s.c.disk.OpenLog(logProducers, s.name, s.index); err != nil {
+		_ = s.records.Close()
+		return storageError(fmt.Sprintf("open producers of %s shard %d", s.name, s.index), err)
+	}
+	if err = s.producers.recover(s.producerLog, s.records.NextOffset()); err != nil {
+		_ = s.records.Close()
+		_ = s.producerLog.Close()
+		return storageError(fmt.Sprintf("recover producers of %s shard %d", s.name, s.index), err)
+	}
+	return nil
+}
+
+// nextOffset is the offset the next record will take.
+func (s *streamShard) nextOffset() uint64 {
+	if s.durable {
+		return s.records.NextOffset()
+	}
+	return s.next
+}
+
+// earliestOffset is the oldest offset a subscriber can still read.
+func (s *streamShard) earliestOffset() uint64 {
+	if s.durable {
+		return s.records.EarliestOffset()
+	}
+	return s.replay.earliest(s.next)
+}
+
+// publish takes one publish message on the core.
+func (s *streamShard) publish(req *PublishRequest, done func(PublishResult, error), enqueued int64) {
+	switch {
+	case s.closed:
+		done(PublishResult{}, ErrNotFound)
+	case s.failed != nil:
+		done(PublishResult{}, s.failed)
+	case len(s.blocking) > 0 || s.held.len() > 0:
+		if s.held.len() >= s.c.engine.cfg.HeldPublishes {
+			done(PublishResult{}, ErrOverloaded)
+			return
+		}
+		s.held.push(heldPublish{req: req, done: done, enqueuedNanos: enqueued})
+	default:
+		s.apply(req, done, enqueued)
+	}
+}
+
+// apply appends one batch (durable) or stores and fans it out (in-memory).
+func (s *streamShard) apply(req *PublishRequest, done func(PublishResult, error), enqueued int64) {
+	if req.ProducerID != "" && s.producers.duplicate(s, heldPublish{req: req, done: done}) {
+		return
+	}
+	ts := req.TimestampMicros
+	if ts == 0 {
+		ts = s.c.clock.WallMicros()
+	}
+	now := s.c.clock.MonoNanos()
+	s.metrics.appendWait.Update(float64(now-enqueued) / 1e9)
+	if !s.durable {
+		s.applyMemory(req, done)
+		return
+	}
+	first := s.records.NextOffset()
+	var frame []byte
+	if len(s.subs) > 0 {
+		frame = encodeEventFrame(true, first, req.Payloads)
+	}
+	if err := s.records.Append(req.Payloads, ts, s.onAppended); err != nil {
+		err = storageError("append", err)
+		s.fail(err)
+		done(PublishResult{}, err)
+		return
+	}
+	last := first + uint64(len(req.Payloads)) - 1
+	entry := inflightPublish{first: first, last: last, frame: frame, stagedNanos: now}
+	if req.ProducerID != "" {
+		entry.producer = s.producers.begin(req.ProducerID, req.Sequence, first, last)
+		s.logProducer(entry.producer)
+	}
+	if ackMode(req.Ack, true) == AckOnCommit {
+		entry.done = done
+	} else {
+		done(PublishResult{Shard: s.index, FirstOffset: first, LastOffset: last}, nil)
+	}
+	s.inflight.push(entry)
+}
+
+// ackMode resolves AckDefault.
+func ackMode(m AckMode, durable bool) AckMode {
+	if m == AckDefault {
+		if durable {
+			return AckOnCommit
+		}
+		return AckOnEnqueue
+	}
+	return m
+}
+
+func (s *streamShard) applyMemory(req *PublishRequest, done func(PublishResult, error)) {
+	n := len(req.Payloads)
+	first := s.next
+	last := first + uint64(n) - 1
+	s.next += uint64(n)
+	frame := encodeEventFrame(false, first, req.Payloads)
+	s.replay.add(replayBatch{base: first, count: n, frame: frame})
+	s.fanout(first, n, frame)
+	if req.ProducerID != "" {
+		p := s.producers.begin(req.ProducerID, req.Sequence, first, last)
+		p.committed, p.logged = true, true
+		s.producers.settle(s, p)
+	}
+	done(PublishResult{Shard: s.index, FirstOffset: first, LastOffset: last, Committed: true}, nil)
+}
+
+// appended is the records log's append callback (runs in Poll, on the core).
+func (s *streamShard) appended(first, last uint64, err error) {
+	if s.inflight.len() == 0 {
+		panic(fmt.Sprintf("core: %s shard %d: append completion [%d, %d] with nothing in flight", s.name, s.index, first, last))
+	}
+	e := s.inflight.pop()
+	if err == nil && (e.first != first || e.last != last) {
+		panic(fmt.Sprintf("core: %s shard %d: append completed [%d, %d], expected [%d, %d]", s.name, s.index, first, last, e.first, e.last))
+	}
+	if err != nil {
+		err = storageError("commit", err)
+		s.fail(err)
+		if e.producer != nil {
+			s.producers.abort(s, e.producer, err)
+		}
+		if e.done != nil {
+			e.done(PublishResult{}, err)
+		}
+		s.tryClose()
+		return
+	}
+	s.metrics.commit.Update(float64(s.c.clock.MonoNanos()-e.stagedNanos) / 1e9)
+	count := int(last - first + 1)
+	if e.frame == nil && len(s.subs) > 0 {
+		e.frame = s.readFrame(first, count)
+	}
+	s.fanout(first, count, e.frame)
+	res := PublishResult{Shard: s.index, FirstOffset: first, LastOffset: last, Committed: true}
+	if e.producer != nil {
+		e.producer.committed = true
+		if e.done != nil && !e.producer.logged {
+			e.producer.ackDone, e.producer.ackResult = e.done, res
+			e.done = nil
+		}
+		s.producers.settle(s, e.producer)
+	}
+	if e.done != nil {
+		e.done(res, nil)
+	}
+	s.tryClose()
+}
+
+// readFrame re-reads a committed batch from the log and encodes it: for a
+// batch appended before its first subscriber registered.
+func (s *streamShard) readFrame(first uint64, count int) []byte {
+	var b frameBuilder
+	b.reset(true, first, 4096)
+	end := first + uint64(count)
+	err := s.records.ReadCommitted(first, 1<<30, func(off uint64, _ int64, p []byte) bool {
+		if off >= end {
+			return false
+		}
+		b.add(p)
+		return true
+	})
+	if err != nil || b.count != count {
+		s.fail(storageError("read back", fmt.Errorf("batch at %d: %d of %d records: %v", first, b.count, count, err)))
+		return nil
+	}
+	return b.finish()
+}
+
+// fail makes the shard refuse publishes from now on with err.
+func (s *streamShard) fail(err error) {
+	if s.failed != nil {
+		return
+	}
+	s.failed = err
+	s.metrics.failed.Store(1)
+	for s.held.len() > 0 {
+		h := s.held.pop()
+		h.done(PublishResult{}, err)
+	}
+}
+
+// close ends the shard (stream deleted, or core stopping): subscribers end
+// with err, held publishes fail, logs close. In-flight appends must have
+// completed.
+func (s *streamShard) close(err error) {
+	if s.closed {
+		return
+	}
+	s.fail(err)
+	s.closed = true
+	for _, sub := range s.subs {
+		sub.end(err)
+	}
+	for _, sub := range s.blocking {
+		sub.end(err)
+	}
+	s.subs, s.blocking = nil, nil
+	s.c.timers.stop(&s.stall)
+	if s.records != nil {
+		_ = s.records.Close()
+		_ = s.producerLog.Close()
+	}
+	s.metrics.unregister()
+	delete(s.c.shards, s)
+}
+
+// pendingClose is a close waiting for the shard's appends in flight.
+type pendingClose struct {
+	reason error
+	remove bool
+	done   chan error
+}
+
+// closeWhenIdle refuses new publishes with reason at once and closes the
+// shard (deleting its logs when remove) once no append is in flight; done
+// receives the outcome.
+func (s *streamShard) closeWhenIdle(reason error, remove bool, done chan error) {
+	s.fail(reason)
+	s.pendingClose = &pendingClose{reason: reason, remove: remove, done: done}
+	s.tryClose()
+}
+
+func (s *streamShard) tryClose() {
+	pc := s.pendingClose
+	if pc == nil || s.inflight.len() > 0 || s.producerPending.len() > 0 {
+		return
+	}
+	s.pendingClose = nil
+	s.close(pc.reason)
+	var err error
+	if pc.remove && s.durable {
+		err = s.c.disk.RemoveLogs(s.name, s.index)
+	}
+	pc.done <- err
+}

@@ -1,0 +1,173 @@
+package core
+
+import (
+	"fmt"
+	"unicode/utf8"
+)
+
+// StreamName names a stream: tenant / namespace / stream
+// (spec/auth.md resource model). Every part is non-empty UTF-8.
+type StreamName struct {
+	Tenant    string
+	Namespace string
+	Stream    string
+}
+
+// String returns "tenant/namespace/stream".
+func (n StreamName) String() string { return n.Tenant + "/" + n.Namespace + "/" + n.Stream }
+
+func (n StreamName) validate() error {
+	for _, part := range [...]string{n.Tenant, n.Namespace, n.Stream} {
+		if part == "" || !utf8.ValidString(part) {
+			return fmt.Errorf("%w: stream name %q: every part must be non-empty UTF-8", ErrInvalid, n.String())
+		}
+	}
+	return nil
+}
+
+// Routing is how a publish's routing key picks a shard.
+type Routing uint8
+
+const (
+	// RoutingModulo maps a key to hash(key) mod shards: the mapping every
+	// stream created before jump_hash_routing was finalized keeps
+	// (seeds/upgrades-and-compatibility.txt, "jump_hash_routing").
+	RoutingModulo Routing = iota
+	// RoutingJumpHash maps a key to JumpHash(hash(key), shards), which keeps
+	// most keys in place if a stream's shard count ever grows. Chosen at
+	// creation, never changed afterwards.
+	RoutingJumpHash
+)
+
+// String returns "modulo" or "jump_hash".
+func (r Routing) String() string {
+	switch r {
+	case RoutingModulo:
+		return "modulo"
+	case RoutingJumpHash:
+		return "jump_hash"
+	}
+	return fmt.Sprintf("routing(%d)", uint8(r))
+}
+
+// StreamSpec describes a stream for CreateStream.
+type StreamSpec struct {
+	Name StreamName
+	// Shards is the number of shards, 1..MaxShards. Offsets are per shard.
+	Shards int
+	// Durable streams keep their records in a segment log per shard under
+	// Config.DataDir; others keep a bounded in-memory replay ring and put
+	// no offsets on the wire.
+	Durable bool
+	// Routing chooses modulo (default) or jump consistent hashing.
+	Routing Routing
+	// MemoryReplayRecords bounds an in-memory shard's replay ring in records
+	// (0 = Config.MemoryReplayRecords). Ignored for durable streams.
+	MemoryReplayRecords int
+}
+
+// MaxShards bounds StreamSpec.Shards.
+const MaxShards = 4096
+
+func (s *StreamSpec) validate() error {
+	if err := s.Name.validate(); err != nil {
+		return err
+	}
+	if s.Shards < 1 || s.Shards > MaxShards {
+		return fmt.Errorf("%w: stream %s: shards %d not in 1..%d", ErrInvalid, s.Name, s.Shards, MaxShards)
+	}
+	if s.Routing > RoutingJumpHash {
+		return fmt.Errorf("%w: stream %s: unknown routing %d", ErrInvalid, s.Name, s.Routing)
+	}
+	if s.MemoryReplayRecords < 0 {
+		return fmt.Errorf("%w: stream %s: negative replay ring", ErrInvalid, s.Name)
+	}
+	return nil
+}
+
+// StreamInfo describes an open stream (Engine.StreamInfo, ListStreams).
+type StreamInfo struct {
+	Spec StreamSpec
+	// NextOffsets[i] is shard i's next offset (one past its last record) as
+	// last reported by its core; EarliestOffsets[i] its oldest retained one.
+	NextOffsets     []uint64
+	EarliestOffsets []uint64
+}
+
+// AckMode says when a publish's done callback runs
+// (spec/client-protocol.md §6 "Publish acknowledgement timing").
+type AckMode uint8
+
+const (
+	// AckDefault is AckOnCommit for durable streams and AckOnEnqueue for
+	// in-memory ones.
+	AckDefault AckMode = iota
+	// AckNone: done runs as soon as the core has taken the publish (the
+	// offsets are already assigned); the broker sends nothing to the client.
+	AckNone
+	// AckOnEnqueue: done runs once the records are staged in the log (or the
+	// replay ring) with their offsets, before any fsync.
+	AckOnEnqueue
+	// AckOnCommit: done runs after the append completed under the stream's
+	// fsync mode: with fsync on_commit, after the covering fdatasync.
+	AckOnCommit
+)
+
+// String returns the mode's name.
+func (m AckMode) String() string {
+	switch m {
+	case AckDefault:
+		return "default"
+	case AckNone:
+		return "none"
+	case AckOnEnqueue:
+		return "on_enqueue"
+	case AckOnCommit:
+		return "on_commit"
+	}
+	return fmt.Sprintf("ack(%d)", uint8(m))
+}
+
+// PublishRequest is one batch of records for one stream.
+//
+// Ownership: the engine reads Payloads (and Key, ProducerID) until it calls
+// done. The caller must keep those bytes unchanged and alive until then;
+// after done returns they are the caller's again. (The engine copies the
+// payloads once, into the shared event frame and the log's staging buffer;
+// it keeps no reference past done.) The request struct itself must not be
+// reused before done either.
+type PublishRequest struct {
+	Stream StreamName
+	// Key routes the batch to a shard; nil = round-robin over the shards.
+	Key []byte
+	// Pinned with a nil Key sends the batch to Shard (forwarded publishes,
+	// replays); otherwise Shard is ignored.
+	Pinned bool
+	Shard  int
+	// Payloads are the records, in order; at least one.
+	Payloads [][]byte
+	Ack      AckMode
+	// ProducerID and Sequence make the publish idempotent when ProducerID
+	// is non-empty (spec/client-protocol.md §8.10): a publish whose
+	// (ProducerID, Sequence) already landed on the shard is answered with the
+	// original offsets and Duplicate=true, and is not appended again.
+	ProducerID string
+	Sequence   uint64
+	// TimestampMicros stamps the records; 0 = the engine clock's wall time.
+	TimestampMicros int64
+}
+
+// PublishResult is what an acknowledged publish returns.
+type PublishResult struct {
+	Shard int
+	// FirstOffset and LastOffset are the offsets of the first and the last
+	// record of the batch (inclusive), per shard. In-memory streams assign
+	// offsets too (used for replay and drop accounting) but never show them
+	// on the wire.
+	FirstOffset uint64
+	LastOffset  uint64
+	// Committed is true when done ran after the commit (AckOnCommit).
+	Committed bool
+	// Duplicate is true when the idempotent key had landed before.
+	Duplicate bool
+}
