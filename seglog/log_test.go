@@ -9,7 +9,9 @@ import (
 	"testing"
 )
 
-func payloadOf(i int) []byte { return []byte(fmt.Sprintf("payload-%06d-%s", i, bytes.Repeat([]byte{'x'}, i%50))) }
+func payloadOf(i int) []byte {
+	return []byte(fmt.Sprintf("payload-%06d-%s", i, bytes.Repeat([]byte{'x'}, i%50)))
+}
 
 func TestAppendReadReopen(t *testing.T) {
 	for _, mode := range []FsyncMode{FsyncOnCommit, FsyncPeriodic, FsyncNone} {
