@@ -92,10 +92,12 @@ const (
 	OpFallocate               // fallocate(FD, Mode, Off, Len)
 	OpTimeout                 // completes with -ETIME after Timeout
 	OpPoll                    // one-shot poll(FD, Mode as poll events); Res is revents
+	OpWriteFixed              // pwrite(FD, Buf, Off); Buf lies inside registered buffer BufIndex
+	OpReadFixed               // pread(FD, Buf, Off); Buf lies inside registered buffer BufIndex
 	opCodeCount
 )
 
-var opCodeNames = [...]string{"nop", "write", "writev", "read", "readv", "fsync", "fdatasync", "fallocate", "timeout", "poll"}
+var opCodeNames = [...]string{"nop", "write", "writev", "read", "readv", "fsync", "fdatasync", "fallocate", "timeout", "poll", "write_fixed", "read_fixed"}
 
 // String returns the lower-case name of the op code ("write", "fdatasync", ...).
 func (c OpCode) String() string {
@@ -115,7 +117,14 @@ func (c OpCode) String() string {
 //   - OpFallocate: FD, Mode (FALLOC_FL_* flags), Off and Len in bytes.
 //   - OpTimeout: Timeout (> 0); completes with Res = -ETIME when it expires.
 //   - OpPoll: FD, Mode = poll events (unix.POLLIN, ...); Res = returned events.
+//   - OpWriteFixed, OpReadFixed: FD, Buf, Off, BufIndex: Buf must lie inside
+//     the buffer registered at BufIndex (Registrar.RegisterBuffers); the kernel
+//     skips pinning its pages per op. Res -EFAULT when Buf lies outside it.
 //   - OpNop: nothing.
+//
+// Fixed makes FD an index into the files registered with
+// Registrar.RegisterFiles instead of a descriptor (io_uring's
+// IOSQE_FIXED_FILE); an unregistered index completes with -EBADF.
 //
 // Link chains this op to the next one prepared: the next op starts only after
 // this one succeeds; if this one fails (Res < 0, or a short read or write)
@@ -136,6 +145,8 @@ type Op struct {
 	Timeout  time.Duration
 	Link     bool
 	UserData uint64
+	Fixed    bool   // FD is a registered-file index
+	BufIndex uint16 // registered buffer of OpWriteFixed/OpReadFixed
 }
 
 // Completion reports the end of one op. Res is the syscall result: bytes
@@ -200,7 +211,7 @@ var (
 func validate(op *Op) error {
 	switch op.Code {
 	case OpNop, OpFsync, OpFdatasync:
-	case OpWrite, OpRead:
+	case OpWrite, OpRead, OpWriteFixed, OpReadFixed:
 		if len(op.Buf) > 1<<31-1 {
 			return fmt.Errorf("%w: %s buffer of %d bytes exceeds 2 GiB", ErrInvalidOp, op.Code, len(op.Buf))
 		}
@@ -219,6 +230,9 @@ func validate(op *Op) error {
 	case OpPoll:
 	default:
 		return fmt.Errorf("%w: unknown op code %d", ErrInvalidOp, uint8(op.Code))
+	}
+	if op.Fixed && (op.Code == OpNop || op.Code == OpTimeout) {
+		return fmt.Errorf("%w: Fixed on %s, which takes no file", ErrInvalidOp, op.Code)
 	}
 	if op.Link && (op.Code == OpTimeout || op.Code == OpPoll) {
 		return fmt.Errorf("%w: Link on %s is not supported", ErrInvalidOp, op.Code)

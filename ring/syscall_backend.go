@@ -36,6 +36,7 @@ type syscallRing struct {
 	timer   *time.Timer   // Wait's timeout, reused
 	closeFD int           // eventfd written by Close to end poll helpers
 	helpers sync.WaitGroup
+	reg     registry // registered files and buffers, resolved per op
 }
 
 // newSyscall builds the syscall backend with an SQ of entries ops.
@@ -99,7 +100,12 @@ func (r *syscallRing) Submit() error {
 		case op.Code == OpTimeout:
 			r.startTimeout(op.UserData, op.Timeout)
 		case op.Code == OpPoll:
-			r.startPoll(op.UserData, op.FD, op.Mode)
+			fd, res := r.reg.resolve(op)
+			if res < 0 {
+				r.push(Completion{UserData: op.UserData, Res: res})
+				break
+			}
+			r.startPoll(op.UserData, int32(fd), op.Mode)
 		default:
 			res := r.execute(op)
 			if op.Link && failed(op, res) {
@@ -123,7 +129,7 @@ func failed(op *Op, res int32) bool {
 		return true
 	}
 	switch op.Code {
-	case OpWrite, OpRead:
+	case OpWrite, OpRead, OpWriteFixed, OpReadFixed:
 		return int(res) < len(op.Buf)
 	case OpWritev, OpReadv:
 		return int(res) < iovBytes(op.Iov)
@@ -141,8 +147,12 @@ func iovBytes(iov [][]byte) int {
 
 // execute runs one synchronous file op and returns its result or -errno.
 func (r *syscallRing) execute(op *Op) int32 {
+	fd, res := r.reg.resolve(op)
+	if res < 0 {
+		return res
+	}
 	for {
-		n, err := r.execOnce(op)
+		n, err := r.execOnce(op, fd)
 		if err == unix.EINTR {
 			continue
 		}
@@ -153,12 +163,11 @@ func (r *syscallRing) execute(op *Op) int32 {
 	}
 }
 
-func (r *syscallRing) execOnce(op *Op) (int, error) {
-	fd := int(op.FD)
+func (r *syscallRing) execOnce(op *Op, fd int) (int, error) {
 	switch op.Code {
-	case OpWrite:
+	case OpWrite, OpWriteFixed:
 		return unix.Pwrite(fd, op.Buf, op.Off)
-	case OpRead:
+	case OpRead, OpReadFixed:
 		return unix.Pread(fd, op.Buf, op.Off)
 	case OpWritev:
 		return r.vectored(unix.SYS_PWRITEV, fd, op.Iov, op.Off)
@@ -335,6 +344,9 @@ func (r *syscallRing) Close() error {
 	r.helpers.Wait()
 	clear(r.prepared)
 	r.prepared = r.prepared[:0]
+	if r.reg.buffers != nil {
+		r.reg.dropBuffers()
+	}
 	return unix.Close(r.closeFD)
 }
 

@@ -34,6 +34,7 @@ const closeDrainTimeout = 5 * time.Second
 type slot struct {
 	userData uint64
 	busy     bool
+	pinned   bool // pinner holds pins: Unpin on release
 	pinner   runtime.Pinner
 	iov      []unix.Iovec // reused; grows to the largest Iov seen
 	ts       kernelTimespec
@@ -79,8 +80,7 @@ type uringRing struct {
 	closed    bool
 	woke      bool
 	wakeArmed bool
-	files     int // registered files, for RegisterFiles
-	buffers   int // registered buffers, for RegisterBuffers
+	reg       registry // registered files and buffers
 }
 
 // newUring sets up an io_uring ring whose callers may prepare entries ops
@@ -195,9 +195,15 @@ func (r *uringRing) Prepare(op *Op) error {
 	if op.Link {
 		e.flags |= sqeIOLink
 	}
+	if op.Fixed {
+		e.flags |= sqeFixedFile
+	}
 	r.userPrepared++
 	return nil
 }
+
+// rwOpcodes maps the plain read/write op codes to io_uring opcodes.
+var rwOpcodes = [opCodeCount]uint8{OpWrite: opWrite, OpRead: opRead, OpWriteFixed: opWriteFixed, OpReadFixed: opReadFixed}
 
 // fillSQE writes op into e, recording and pinning its memory in s.
 func fillSQE(e *sqe, s *slot, op *Op) {
@@ -205,14 +211,13 @@ func fillSQE(e *sqe, s *slot, op *Op) {
 	switch op.Code {
 	case OpNop:
 		e.opcode = opNop
-	case OpWrite, OpRead:
-		e.opcode = opWrite
-		if op.Code == OpRead {
-			e.opcode = opRead
-		}
+	case OpWrite, OpRead, OpWriteFixed, OpReadFixed:
+		e.opcode = rwOpcodes[op.Code]
+		e.bufIndex = op.BufIndex
 		s.buf = op.Buf
 		if len(op.Buf) > 0 {
 			s.pinner.Pin(&op.Buf[0])
+			s.pinned = true
 			e.addr = uint64(uintptr(unsafe.Pointer(&op.Buf[0])))
 		}
 		e.len = uint32(len(op.Buf))
@@ -229,6 +234,7 @@ func fillSQE(e *sqe, s *slot, op *Op) {
 			}
 		}
 		s.pinner.Pin(&s.iov[0])
+		s.pinned = true
 		e.addr = uint64(uintptr(unsafe.Pointer(&s.iov[0])))
 		e.len = uint32(len(s.iov))
 	case OpFsync, OpFdatasync:
@@ -257,8 +263,10 @@ func fillSQE(e *sqe, s *slot, op *Op) {
 // releaseSlot unpins and forgets the memory of slot idx and frees it.
 func (r *uringRing) releaseSlot(idx uint32) {
 	s := &r.slots[idx]
-	s.pinner.Unpin()
-	s.buf, s.bufs, s.busy = nil, nil, false
+	if s.pinned {
+		s.pinner.Unpin()
+	}
+	s.buf, s.bufs, s.busy, s.pinned = nil, nil, false, false
 	r.free = append(r.free, idx)
 }
 

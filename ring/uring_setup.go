@@ -44,6 +44,7 @@ var requiredOps = []struct {
 	{opNop, "NOP"}, {opReadv, "READV"}, {opWritev, "WRITEV"}, {opFsync, "FSYNC"},
 	{opPollAdd, "POLL_ADD"}, {opTimeout, "TIMEOUT"}, {opAsyncCancel, "ASYNC_CANCEL"},
 	{opFallocate, "FALLOCATE"}, {opRead, "READ"}, {opWrite, "WRITE"},
+	{opReadFixed, "READ_FIXED"}, {opWriteFixed, "WRITE_FIXED"},
 }
 
 // checkFeatures refuses kernels lacking what the backend relies on:

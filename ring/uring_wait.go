@@ -201,6 +201,9 @@ func (r *uringRing) release() error {
 	if r.slots != nil {
 		r.slotsPin.Unpin()
 	}
+	if r.reg.buffers != nil {
+		r.reg.dropBuffers() // the ring fd's close below unregisters them
+	}
 	errs = append(errs, r.maps.unmap())
 	if r.internal != nil {
 		errs = append(errs, unix.Munmap(r.internal))
