@@ -82,18 +82,18 @@ type OpCode uint8
 
 // Op codes. Field use per code is documented on Op.
 const (
-	OpNop       OpCode = iota // completes with Res 0
-	OpWrite                   // pwrite(FD, Buf, Off)
-	OpWritev                  // pwritev(FD, Iov, Off)
-	OpRead                    // pread(FD, Buf, Off)
-	OpReadv                   // preadv(FD, Iov, Off)
-	OpFsync                   // fsync(FD)
-	OpFdatasync               // fdatasync(FD)
-	OpFallocate               // fallocate(FD, Mode, Off, Len)
-	OpTimeout                 // completes with -ETIME after Timeout
-	OpPoll                    // one-shot poll(FD, Mode as poll events); Res is revents
-	OpWriteFixed              // pwrite(FD, Buf, Off); Buf lies inside registered buffer BufIndex
-	OpReadFixed               // pread(FD, Buf, Off); Buf lies inside registered buffer BufIndex
+	OpNop        OpCode = iota // completes with Res 0
+	OpWrite                    // pwrite(FD, Buf, Off)
+	OpWritev                   // pwritev(FD, Iov, Off)
+	OpRead                     // pread(FD, Buf, Off)
+	OpReadv                    // preadv(FD, Iov, Off)
+	OpFsync                    // fsync(FD)
+	OpFdatasync                // fdatasync(FD)
+	OpFallocate                // fallocate(FD, Mode, Off, Len)
+	OpTimeout                  // completes with -ETIME after Timeout
+	OpPoll                     // one-shot poll(FD, Mode as poll events); Res is revents
+	OpWriteFixed               // pwrite(FD, Buf, Off); Buf lies inside registered buffer BufIndex
+	OpReadFixed                // pread(FD, Buf, Off); Buf lies inside registered buffer BufIndex
 	opCodeCount
 )
 
