@@ -35,87 +35,113 @@ func decodeInternalRest(kind Kind, corr uint64, c *cursor) (InternalMessage, err
 		m := &ReplicateBootstrap{Log: l, CorrelationID: corr}
 		return m, decodeBootstrapRest(c, m)
 	}
-	switch kind {
-	case KindHello:
-		m := &Hello{CorrelationID: corr}
-		var err error
-		m.NodeID, err = c.str16("node_id")
+	if m, ok, err := decodeForwardKind(kind, corr, c); ok {
 		return m, err
-	case KindHelloOk:
-		m := &HelloOk{CorrelationID: corr}
-		var err error
-		m.NodeID, err = c.str16("node_id")
+	}
+	if m, ok, err := decodeControlKind(kind, corr, c); ok {
 		return m, err
-	case KindForwardPublish:
-		m := &ForwardPublish{CorrelationID: corr}
-		return m, decodeForwardPublishRest(c, m)
-	case KindAuthorizedForwardPublish:
-		m := &AuthorizedForwardPublish{ForwardPublish: ForwardPublish{CorrelationID: corr}}
-		return m, decodeAuthorizedPublishRest(c, m)
-	case KindIdempotentForwardPublish:
-		m := &IdempotentForwardPublish{AuthorizedForwardPublish: AuthorizedForwardPublish{ForwardPublish: ForwardPublish{CorrelationID: corr}}}
-		return m, decodeIdempotentRest(c, m)
-	case KindForwardPublishOk:
-		m := &ForwardPublishOk{CorrelationID: corr}
-		return m, decodeOffsetsPair(c, &m.FirstOffset, &m.LastOffset)
-	case KindForwardPublishDuplicate:
-		m := &ForwardPublishDuplicate{CorrelationID: corr}
-		return m, decodeOffsetsPair(c, &m.FirstOffset, &m.LastOffset)
-	case KindForwardPublishError:
-		m := &ForwardPublishError{CorrelationID: corr}
-		return m, decodeCode(c, &m.Code)
-	case KindNotLeader:
-		m := &InternalNotLeader{CorrelationID: corr}
-		return m, decodeNotLeaderRest(c, m)
-	case KindForwardCacheOp:
-		m := &ForwardCacheOp{CorrelationID: corr}
-		return m, decodeCacheOpRest(c, m)
-	case KindAuthorizedForwardCacheOp:
-		m := &AuthorizedForwardCacheOp{ForwardCacheOp: ForwardCacheOp{CorrelationID: corr}}
-		if err := decodeCacheOpRest(c, &m.ForwardCacheOp); err != nil {
-			return m, err
-		}
-		var err error
-		m.Credential, err = decodeCredential(c)
-		return m, err
-	case KindForwardCacheOk:
-		m := &ForwardCacheOk{CorrelationID: corr}
-		return m, decodeCacheOkRest(c, m)
-	case KindForwardCacheError:
-		m := &ForwardCacheError{CorrelationID: corr}
-		return m, decodeCode(c, &m.Code)
-	case KindReplicateOk:
-		m := &ReplicateOk{CorrelationID: corr}
-		var err error
-		m.DurableOffset, err = c.u64("durable_offset")
-		return m, err
-	case KindReplicateError:
-		m := &ReplicateError{CorrelationID: corr}
-		if err := decodeCode(c, &m.Code); err != nil {
-			return m, err
-		}
-		var err error
-		m.ExpectedOffset, err = c.u64("expected_offset")
-		return m, err
-	case KindUnsupportedKind:
-		m := &UnsupportedKind{CorrelationID: corr}
-		k, err := c.u16("refused_kind")
-		m.RefusedKind = Kind(k)
-		return m, err
-	case KindReplicateRebuild:
-		m := &ReplicateRebuild{CorrelationID: corr}
-		return m, decodeRebuildRest(c, m)
-	case KindFence:
-		m := &Fence{CorrelationID: corr}
-		return m, decodeFenceRest(c, m)
-	case KindFenceOk:
-		m := &FenceOk{CorrelationID: corr}
-		return m, decodeFenceOkRest(c, m)
-	case KindError:
-		m := &InternalError{CorrelationID: corr}
-		return m, decodeCode(c, &m.Code)
 	}
 	return &Unknown{RawKind: kind, CorrelationID: corr, Body: c.b}, nil
+}
+
+// decodeForwardKind decodes the forwarded publish / cache op kinds and their answers;
+// ok is false for any other kind.
+func decodeForwardKind(kind Kind, corr uint64, c *cursor) (m InternalMessage, ok bool, err error) {
+	switch kind {
+	case KindForwardPublish:
+		fp := &ForwardPublish{CorrelationID: corr}
+		return fp, true, decodeForwardPublishRest(c, fp)
+	case KindAuthorizedForwardPublish:
+		afp := &AuthorizedForwardPublish{ForwardPublish: ForwardPublish{CorrelationID: corr}}
+		return afp, true, decodeAuthorizedPublishRest(c, afp)
+	case KindIdempotentForwardPublish:
+		ifp := &IdempotentForwardPublish{AuthorizedForwardPublish: AuthorizedForwardPublish{ForwardPublish: ForwardPublish{CorrelationID: corr}}}
+		return ifp, true, decodeIdempotentRest(c, ifp)
+	case KindForwardPublishOk:
+		po := &ForwardPublishOk{CorrelationID: corr}
+		return po, true, decodeOffsetsPair(c, &po.FirstOffset, &po.LastOffset)
+	case KindForwardPublishDuplicate:
+		dup := &ForwardPublishDuplicate{CorrelationID: corr}
+		return dup, true, decodeOffsetsPair(c, &dup.FirstOffset, &dup.LastOffset)
+	case KindForwardPublishError:
+		fe := &ForwardPublishError{CorrelationID: corr}
+		return fe, true, decodeCode(c, &fe.Code)
+	case KindForwardCacheOp:
+		op := &ForwardCacheOp{CorrelationID: corr}
+		return op, true, decodeCacheOpRest(c, op)
+	case KindAuthorizedForwardCacheOp:
+		aop := &AuthorizedForwardCacheOp{ForwardCacheOp: ForwardCacheOp{CorrelationID: corr}}
+		return aop, true, decodeAuthorizedCacheOpRest(c, aop)
+	case KindForwardCacheOk:
+		co := &ForwardCacheOk{CorrelationID: corr}
+		return co, true, decodeCacheOkRest(c, co)
+	case KindForwardCacheError:
+		ce := &ForwardCacheError{CorrelationID: corr}
+		return ce, true, decodeCode(c, &ce.Code)
+	}
+	return nil, false, nil
+}
+
+// decodeControlKind decodes handshake, routing, replication answers and fences; ok is
+// false for any other kind.
+func decodeControlKind(kind Kind, corr uint64, c *cursor) (m InternalMessage, ok bool, err error) {
+	switch kind {
+	case KindHello:
+		h := &Hello{CorrelationID: corr}
+		h.NodeID, err = c.str16("node_id")
+		return h, true, err
+	case KindHelloOk:
+		h := &HelloOk{CorrelationID: corr}
+		h.NodeID, err = c.str16("node_id")
+		return h, true, err
+	case KindNotLeader:
+		nl := &InternalNotLeader{CorrelationID: corr}
+		return nl, true, decodeNotLeaderRest(c, nl)
+	case KindReplicateOk:
+		r := &ReplicateOk{CorrelationID: corr}
+		r.DurableOffset, err = c.u64("durable_offset")
+		return r, true, err
+	case KindReplicateError:
+		r := &ReplicateError{CorrelationID: corr}
+		return r, true, decodeReplicateErrorRest(c, r)
+	case KindUnsupportedKind:
+		u := &UnsupportedKind{CorrelationID: corr}
+		var k uint16
+		k, err = c.u16("refused_kind")
+		u.RefusedKind = Kind(k)
+		return u, true, err
+	case KindReplicateRebuild:
+		r := &ReplicateRebuild{CorrelationID: corr}
+		return r, true, decodeRebuildRest(c, r)
+	case KindFence:
+		f := &Fence{CorrelationID: corr}
+		return f, true, decodeFenceRest(c, f)
+	case KindFenceOk:
+		f := &FenceOk{CorrelationID: corr}
+		return f, true, decodeFenceOkRest(c, f)
+	case KindError:
+		e := &InternalError{CorrelationID: corr}
+		return e, true, decodeCode(c, &e.Code)
+	}
+	return nil, false, nil
+}
+
+func decodeAuthorizedCacheOpRest(c *cursor, m *AuthorizedForwardCacheOp) error {
+	if err := decodeCacheOpRest(c, &m.ForwardCacheOp); err != nil {
+		return err
+	}
+	var err error
+	m.Credential, err = decodeCredential(c)
+	return err
+}
+
+func decodeReplicateErrorRest(c *cursor, m *ReplicateError) error {
+	if err := decodeCode(c, &m.Code); err != nil {
+		return err
+	}
+	var err error
+	m.ExpectedOffset, err = c.u64("expected_offset")
+	return err
 }
 
 func decodeCode(c *cursor, dst *InternalCode) error {
