@@ -81,6 +81,17 @@ func current(e entry, ok bool, t timed, st entryState) bool {
 func (g *group) lease(off uint64, n uint32, c ConsumerID, deadline int64) {
 	g.entries[off] = entry{deliveries: n, state: stateLeased, consumer: c, at: deadline}
 	g.leases.push(timed{at: deadline, offset: off, deliveries: n})
+	g.leases.prune(2*len(g.entries)+64, g.liveLease)
+}
+
+func (g *group) liveLease(t timed) bool {
+	e, ok := g.entries[t.offset]
+	return current(e, ok, t, stateLeased)
+}
+
+func (g *group) livePending(t timed) bool {
+	e, ok := g.entries[t.offset]
+	return current(e, ok, t, statePending)
 }
 
 // setPending makes off wait for redelivery from readyAt on.
@@ -89,6 +100,7 @@ func (g *group) setPending(off uint64, e entry, readyAt int64) {
 	e.at = readyAt
 	g.entries[off] = e
 	g.ready.push(timed{at: readyAt, offset: off, deliveries: e.deliveries})
+	g.ready.prune(2*len(g.entries)+64, g.livePending)
 }
 
 // nextTime returns the earliest lease deadline or ready time, first dropping

@@ -41,22 +41,7 @@ func (h *timedHeap) pop() timed {
 	last := len(s) - 1
 	s[0] = s[last]
 	s = s[:last]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= len(s) {
-			break
-		}
-		m := l
-		if r := l + 1; r < len(s) && s.less(r, l) {
-			m = r
-		}
-		if !s.less(m, i) {
-			break
-		}
-		s[i], s[m] = s[m], s[i]
-		i = m
-	}
+	s.down(0)
 	*h = s
 	return top
 }
@@ -112,4 +97,43 @@ func (q *offsetQueue) front(alive func(uint64) bool) (uint64, bool) {
 	q.items = q.items[:0]
 	q.head = 0
 	return 0, false
+}
+
+// prune drops the items for which keep is false once they outnumber limit, then
+// restores heap order. Acked and nacked leases leave superseded items behind; pruning
+// when the heap is more than twice the live entries keeps memory bounded by the
+// outstanding offsets at amortised O(1) per push.
+func (h *timedHeap) prune(limit int, keep func(timed) bool) {
+	if len(*h) <= limit {
+		return
+	}
+	s := (*h)[:0]
+	for _, t := range *h {
+		if keep(t) {
+			s = append(s, t)
+		}
+	}
+	for i := len(s)/2 - 1; i >= 0; i-- {
+		s.down(i)
+	}
+	*h = s
+}
+
+// down restores heap order below i.
+func (h timedHeap) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && h.less(r, l) {
+			m = r
+		}
+		if !h.less(m, i) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
 }

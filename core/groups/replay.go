@@ -133,8 +133,9 @@ func (r *Replayer) deliver(g *group, rec *CursorRecord) {
 }
 
 // deadEvents applies dead-letter events; one whose dead-letter record is lost (its
-// dead-letter log offset is at or past the log's end) leaves the offset outstanding:
-// it is delivered again rather than skipped (seeds: group_cursor_dependencies).
+// dead-letter log offset is at or past the log's end) leaves the offset outstanding
+// with its delivery count lowered to MaxDeliveries-1: it is delivered once more rather
+// than skipped (seeds: group_cursor_dependencies).
 func (r *Replayer) deadEvents(g *group, rec *CursorRecord) {
 	intact := rec.DeadLetterEnd <= r.s.dlEnd
 	for i := 0; i < int(rec.Count); i++ {
@@ -145,9 +146,11 @@ func (r *Replayer) deadEvents(g *group, rec *CursorRecord) {
 		}
 		r.report.LostDeadLetters++
 		r.repaired[g.id] = true
-		if _, ok := g.entries[e.Offset]; !ok && e.Offset < g.frontier {
-			g.entries[e.Offset] = entry{}
+		if e.Offset >= g.frontier {
+			continue
 		}
+		// One more delivery: a failure of it dead-letters the offset again.
+		g.entries[e.Offset] = entry{deliveries: min(g.entries[e.Offset].deliveries, g.cfg.MaxDeliveries-1)}
 	}
 }
 
@@ -168,10 +171,12 @@ func (r *Replayer) redriveEvents(g *group, rec *CursorRecord) {
 	}
 }
 
-// Finish ends the replay at nowMillis and returns the shard. Every outstanding offset is
-// ready for redelivery at once with its delivery count kept (no lease survives a
-// restart); the dead-letter log decides which offsets are dead letters; each repaired
-// group gets a checkpoint record, staged in the shard's first Effects batch.
+// Finish ends the replay at nowMillis and returns the shard. No lease survives a
+// restart: a restart ends each lease as an expiry would, so an outstanding offset whose
+// delivery count reached MaxDeliveries is dead-lettered now, and every other one is
+// ready for redelivery at once with its count kept. The dead-letter log decides which offsets are dead letters. Each repaired group gets a
+// checkpoint record. Records owed are staged in the shard's first Effects batch; the
+// core must make them durable before it serves the shard.
 func (r *Replayer) Finish(nowMillis int64) (*Shard, ReplayReport, error) {
 	s := r.s
 	for id, dead := range r.dead {
@@ -197,7 +202,7 @@ func (r *Replayer) Finish(nowMillis int64) (*Shard, ReplayReport, error) {
 	return s, r.report, nil
 }
 
-// rebuild makes every outstanding offset of g pending from now and rebuilds the queues.
+// rebuild ends every lease of g at now (see Finish) and rebuilds the queues.
 func (r *Replayer) rebuild(g *group, now int64) {
 	keys := make([]uint64, 0, len(g.entries))
 	for off := range g.entries {
@@ -205,10 +210,17 @@ func (r *Replayer) rebuild(g *group, now int64) {
 	}
 	slices.Sort(keys)
 	g.order.items = keys
+	rec := recordBuilder{s: r.s, g: g, kind: KindDead}
 	for _, off := range keys {
-		g.setPending(off, g.entries[off], now)
+		e := g.entries[off]
+		if e.deliveries >= g.cfg.MaxDeliveries {
+			r.s.deadLetter(g, &rec, off, e.deliveries, now)
+			continue
+		}
+		g.setPending(off, e, now)
+		r.report.Outstanding++
 	}
-	r.report.Outstanding += len(keys)
+	rec.finish()
 }
 
 // stageCheckpoint stages a checkpoint record of g: its frontier and every outstanding

@@ -243,13 +243,16 @@ func TestLostDeadLetterIsRedeliveredNotSkipped(t *testing.T) {
 	r.crash()
 	ls := r.poll("g", 2, 10, 3)
 	wantOffsets(t, ls, 1)
-	if err := r.nack("g", 2, 0, 1); err != nil { // delivery 2 > max: dead again
+	if ls[0].Delivery != 1 {
+		t.Fatalf("delivery %d, want 1 (count lowered to max-1, then one more delivery)", ls[0].Delivery)
+	}
+	if err := r.nack("g", 2, 0, 1); err != nil { // max reached again: dead again
 		t.Fatal(err)
 	}
 	r.sync()
 	r.crash()
 	dl, _, _ := r.s.DeadLetters(nil, "g", 0, 10)
-	if len(dl) != 1 || dl[0].Offset != 1 || dl[0].Deliveries != 2 {
+	if len(dl) != 1 || dl[0].Offset != 1 || dl[0].Deliveries != 1 {
 		t.Fatalf("dead letters %+v", dl)
 	}
 }
@@ -353,5 +356,20 @@ func TestDeadLettersPaging(t *testing.T) {
 	dl, next, _ = r.s.DeadLetters(dl[:0], "g", next, 2)
 	if len(dl) != 1 || dl[0].Offset != 4 || next != 5 {
 		t.Fatalf("page 2: %+v next %d", dl, next)
+	}
+}
+
+func TestScheduleMemoryIsBoundedByOutstanding(t *testing.T) {
+	r := newRig(t, GroupConfig{})
+	for i := uint64(1); i <= 200; i++ {
+		ls := r.poll("g", 1, 50, i*50)
+		if err := r.ack("g", 1, offsets(ls)...); err != nil {
+			t.Fatal(err)
+		}
+		r.sync()
+	}
+	g := r.s.byName["g"]
+	if len(g.leases) > 2*len(g.entries)+64+50 || len(g.order.items) > 2*50+1 {
+		t.Fatalf("lease heap %d, order queue %d items with %d outstanding", len(g.leases), len(g.order.items), len(g.entries))
 	}
 }
