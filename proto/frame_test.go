@@ -343,3 +343,30 @@ func TestPublishAck(t *testing.T) {
 		t.Fatal("Retryable")
 	}
 }
+
+func TestDecodePublishDispatch(t *testing.T) {
+	for _, in := range []PublishBatch{
+		{TenantID: []byte("t"), Namespace: []byte("n"), Stream: []byte("s"), Payloads: [][]byte{[]byte("x")}},
+		{Acked: true, RequestID: 4, AckMode: AckPerMessage, TenantID: []byte("t"), Namespace: []byte("n"), Stream: []byte("s"), Payloads: [][]byte{}},
+		{Acked: true, RequestID: 5, AckMode: AckPerBatch, ProducerID: []byte("p"), TenantID: []byte("t"), Namespace: []byte("n"), Stream: []byte("s"), Payloads: [][]byte{{}}},
+	} {
+		f, err := AppendPublishBatch(nil, &in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out PublishBatch
+		if err := DecodePublish(in.Flags(), f[HeaderSize:], &out); err != nil {
+			t.Fatal(err)
+		}
+		if out.Flags() != in.Flags() || out.RequestID != in.RequestID || !bytes.Equal(out.ProducerID, in.ProducerID) || len(out.Payloads) != len(in.Payloads) {
+			t.Fatalf("dispatch %+v -> %+v", in, out)
+		}
+	}
+	var out PublishBatch
+	if err := DecodePublish(0x0024, nil, &out); !errors.Is(err, ErrFlagCombination) {
+		t.Fatalf("event flags: %v", err)
+	}
+	if err := DecodePublish(0x0040, nil, &out); !errors.Is(err, ErrUnknownFlags) {
+		t.Fatalf("unknown flags: %v", err)
+	}
+}

@@ -239,3 +239,20 @@ func truncateUTF8(s string, max int) string {
 	}
 	return s
 }
+
+// DecodePublish decodes any binary publish body by its header flags: 0x0001, 0x0009 or
+// 0x2009 (spec/client-protocol.md §5.1, §5.2, §8.10). Other flags are ErrFlagCombination
+// (or ErrUnknownFlags). Same reuse and zero-copy rules as DecodePublishBatch.
+func DecodePublish(flags uint16, body []byte, dst *PublishBatch) error {
+	layout, err := ClassifyFlags(flags)
+	if err != nil {
+		return err
+	}
+	switch layout {
+	case LayoutPublishBatch:
+		return DecodePublishBatch(body, dst)
+	case LayoutAckedPublishBatch:
+		return DecodeAckedPublishBatch(body, flags&FlagPublishIdempotent != 0, dst)
+	}
+	return decodeErr("flags", 6, ErrFlagCombination)
+}
