@@ -16,6 +16,20 @@ import (
 // flag) and the value. Test with errors.Is.
 var ErrConfig = errors.New("broker: invalid configuration")
 
+// ErrHelp is returned by LoadConfig for -h / --help; print Usage and exit 0.
+var ErrHelp = errors.New("help requested")
+
+// Usage writes the flag and variable list.
+func Usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: felix-broker [--print-config] [--flag value ...]")
+	fmt.Fprintln(w, "Every flag has a FELIX_* variable; flags win over variables, variables over defaults.")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, s := range settings() {
+		fmt.Fprintf(tw, "  --%s\t%s\t%s (default %q)\n", s.flag, s.env, s.help, s.def)
+	}
+	tw.Flush()
+}
+
 // Source says where a setting's effective value came from (shown by --print-config).
 type Source string
 
@@ -46,7 +60,6 @@ type Config struct {
 	MetricsBind             string // FELIX_BROKER_METRICS_BIND, HTTP host:port (ops + admin API)
 	MaxFrameBytes           uint32 // FELIX_MAX_FRAME_BYTES; 0 ⇒ 16 MiB
 	AckOnCommit             bool   // FELIX_ACK_ON_COMMIT
-	AckWaitTimeoutMS        int    // FELIX_ACK_WAIT_TIMEOUT_MS
 	PublishInflightBytes    int64  // FELIX_BROKER_PUBLISH_INFLIGHT_BYTES, process-wide
 	PublishConnInflightByte int64  // FELIX_BROKER_PUBLISH_CONN_INFLIGHT_BYTES, per connection
 	SubscriberQueueCapacity int    // FELIX_SUBSCRIBER_QUEUE_CAPACITY, frames per subscription
@@ -62,11 +75,6 @@ type Config struct {
 	DataDir                  string    // FELIX_DURABLE_STORAGE_DIR
 	FsyncMode                FsyncMode // FELIX_DURABLE_FSYNC_MODE
 	FsyncIntervalMS          int       // FELIX_DURABLE_FSYNC_INTERVAL_MS
-	SegmentBytes             int64     // FELIX_DURABLE_SEGMENT_BYTES
-	IndexSpacingBytes        int64     // FELIX_DURABLE_INDEX_SPACING_BYTES
-	RetentionBytes           int64     // FELIX_DURABLE_RETENTION_BYTES, 0 = unlimited
-	RetentionSeconds         int64     // FELIX_DURABLE_RETENTION_SECONDS, 0 = unlimited
-	RetentionIntervalSeconds int64     // FELIX_DURABLE_RETENTION_INTERVAL_SECONDS
 
 	// Transport (spec/config.md §4, mapped to quic-go; PROPOSED limits).
 	TLSCertFile          string // FELIX_TLS_CERT (PEM); unset with FELIX_TLS_KEY ⇒ self-signed
@@ -170,8 +178,6 @@ func settings() []setting {
 	add("FELIX_MAX_FRAME_BYTES", "max-frame-bytes", "16777216", "max frame payload bytes (0 = 16 MiB)", a, b)
 	a, b = boolean(func(c *Config) *bool { return &c.AckOnCommit })
 	add("FELIX_ACK_ON_COMMIT", "ack-on-commit", "false", "ack publishes after commit instead of on enqueue", a, b)
-	a, b = integer(func(c *Config) *int { return &c.AckWaitTimeoutMS }, 1, 3600_000)
-	add("FELIX_ACK_WAIT_TIMEOUT_MS", "ack-wait-timeout-ms", "2000", "max wait for a commit ack (ms)", a, b)
 	a, b = integer(func(c *Config) *int64 { return &c.PublishInflightBytes }, 1<<16, maxInt)
 	add("FELIX_BROKER_PUBLISH_INFLIGHT_BYTES", "pub-inflight-bytes", "67108864", "process-wide in-flight publish bytes", a, b)
 	a, b = integer(func(c *Config) *int64 { return &c.PublishConnInflightByte }, 1<<16, maxInt)
@@ -199,16 +205,6 @@ func settings() []setting {
 	add("FELIX_DURABLE_FSYNC_MODE", "durable-fsync-mode", "on_commit", "none (off), periodic, on_commit (on-commit, commit)", a, b)
 	a, b = integer(func(c *Config) *int { return &c.FsyncIntervalMS }, 1, 3600_000)
 	add("FELIX_DURABLE_FSYNC_INTERVAL_MS", "durable-fsync-interval-ms", "250", "periodic fsync interval (ms)", a, b)
-	a, b = integer(func(c *Config) *int64 { return &c.SegmentBytes }, 1<<16, 1<<40)
-	add("FELIX_DURABLE_SEGMENT_BYTES", "durable-segment-bytes", "268435456", "segment rollover size", a, b)
-	a, b = integer(func(c *Config) *int64 { return &c.IndexSpacingBytes }, 1, 1<<30)
-	add("FELIX_DURABLE_INDEX_SPACING_BYTES", "durable-index-spacing-bytes", "4096", "sparse index spacing", a, b)
-	a, b = integer(func(c *Config) *int64 { return &c.RetentionBytes }, 0, maxInt)
-	add("FELIX_DURABLE_RETENTION_BYTES", "durable-retention-bytes", "0", "per-shard size retention (0 = none; streams may override)", a, b)
-	a, b = integer(func(c *Config) *int64 { return &c.RetentionSeconds }, 0, maxInt)
-	add("FELIX_DURABLE_RETENTION_SECONDS", "durable-retention-seconds", "0", "age retention (0 = none; streams may override)", a, b)
-	a, b = integer(func(c *Config) *int64 { return &c.RetentionIntervalSeconds }, 1, 86400)
-	add("FELIX_DURABLE_RETENTION_INTERVAL_SECONDS", "durable-retention-interval-seconds", "60", "retention check interval", a, b)
 
 	a, b = str(func(c *Config) *string { return &c.TLSCertFile })
 	add("FELIX_TLS_CERT", "tls-cert", "", "client-role certificate (PEM); unset with FELIX_TLS_KEY = self-signed", a, b)
@@ -329,6 +325,9 @@ func LoadConfig(args []string, lookup func(string) (string, bool)) (cfg *Config,
 		})
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, false, ErrHelp
+		}
 		return nil, false, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if fs.NArg() > 0 {

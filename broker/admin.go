@@ -1,0 +1,445 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"felix/auth"
+)
+
+// StreamApplier creates and deletes streams in the engine on behalf of the catalog (the
+// broker's adapter over core.Engine; a fake in tests).
+type StreamApplier interface {
+	ApplyCreate(Stream) error
+	ApplyDelete(Stream) error
+}
+
+// TenantKeys creates signing keys for new tenants and serves their JWKS (*auth.KeyStore;
+// nil when FELIX_AUTH=off).
+type TenantKeys interface {
+	CreateTenant(tenant string) (kid string, err error)
+	HasTenant(tenant string) bool
+	JWKS(tenant string) (auth.JWKS, error)
+}
+
+// Admin serves the single-node catalog with the control plane's REST paths and JSON
+// shapes (spec/auth.md §1), so tools see a single node and a cluster alike:
+//
+//	GET|POST        /v1/tenants                       tenant.manage on tenant:default (the system tenant)
+//	GET|DELETE      /v1/tenants/{t}                   tenant.manage on tenant:{t} (DELETE: on tenant:default)
+//	GET|POST        /v1/tenants/{t}/namespaces        ns.manage on namespace:{t}/{ns} (list: tenant.manage)
+//	GET|DELETE      /v1/tenants/{t}/namespaces/{ns}
+//	GET|POST        /v1/tenants/{t}/namespaces/{ns}/streams           stream.manage on stream:{t}/{ns}/{s}
+//	GET|PATCH|DELETE /v1/tenants/{t}/namespaces/{ns}/streams/{s}
+//	GET|POST        /v1/tenants/{t}/namespaces/{ns}/caches            cache.manage on cache:{t}/{ns}/{c}
+//	GET|DELETE      /v1/tenants/{t}/namespaces/{ns}/caches/{c}
+//	GET             /v1/tenants/{t}/.well-known/jwks.json             no auth (public keys)
+//
+// Requests carry "Authorization: Bearer <felix token>". Permission is checked before the
+// object is looked up, so a refusal never reveals existence. Errors are JSON
+// {"code","message"}: 400 malformed, 401 unauthorized, 403 forbidden / tenant mismatch,
+// 404 not_found, 409 exists / not_empty, 500 storage_failed.
+type Admin struct {
+	Catalog  *Catalog
+	Verifier auth.Verifier
+	Keys     TenantKeys // nil when auth is off
+	Streams  StreamApplier
+	Logger   *slog.Logger
+}
+
+// Register adds the admin routes to mux.
+func (a *Admin) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/tenants", a.listTenants)
+	mux.HandleFunc("POST /v1/tenants", a.createTenant)
+	mux.HandleFunc("GET /v1/tenants/{t}", a.getTenant)
+	mux.HandleFunc("DELETE /v1/tenants/{t}", a.deleteTenant)
+	mux.HandleFunc("GET /v1/tenants/{t}/.well-known/jwks.json", a.jwks)
+	mux.HandleFunc("GET /v1/tenants/{t}/namespaces", a.listNamespaces)
+	mux.HandleFunc("POST /v1/tenants/{t}/namespaces", a.createNamespace)
+	mux.HandleFunc("GET /v1/tenants/{t}/namespaces/{ns}", a.getNamespace)
+	mux.HandleFunc("DELETE /v1/tenants/{t}/namespaces/{ns}", a.deleteNamespace)
+	mux.HandleFunc("GET /v1/tenants/{t}/namespaces/{ns}/streams", a.listStreams)
+	mux.HandleFunc("POST /v1/tenants/{t}/namespaces/{ns}/streams", a.createStream)
+	mux.HandleFunc("GET /v1/tenants/{t}/namespaces/{ns}/streams/{s}", a.getStream)
+	mux.HandleFunc("PATCH /v1/tenants/{t}/namespaces/{ns}/streams/{s}", a.patchStream)
+	mux.HandleFunc("DELETE /v1/tenants/{t}/namespaces/{ns}/streams/{s}", a.deleteStream)
+	mux.HandleFunc("GET /v1/tenants/{t}/namespaces/{ns}/caches", a.listCaches)
+	mux.HandleFunc("POST /v1/tenants/{t}/namespaces/{ns}/caches", a.createCache)
+	mux.HandleFunc("GET /v1/tenants/{t}/namespaces/{ns}/caches/{c}", a.getCache)
+	mux.HandleFunc("DELETE /v1/tenants/{t}/namespaces/{ns}/caches/{c}", a.deleteCache)
+}
+
+// apiError is the JSON error body of the admin API.
+type apiError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (a *Admin) fail(w http.ResponseWriter, err error) {
+	status, code := http.StatusInternalServerError, "storage_failed"
+	switch {
+	case errors.Is(err, auth.ErrTenantMismatch), errors.Is(err, auth.ErrForbidden):
+		status, code = http.StatusForbidden, "unauthorized"
+	case errors.Is(err, auth.ErrUnauthorized):
+		status, code = http.StatusUnauthorized, "unauthorized"
+	case errors.Is(err, ErrNotFound):
+		status, code = http.StatusNotFound, "not_found"
+	case errors.Is(err, ErrExists), errors.Is(err, ErrNotEmpty):
+		status, code = http.StatusConflict, "conflict"
+	case errors.Is(err, ErrInvalid):
+		status, code = http.StatusBadRequest, "malformed"
+	}
+	msg := err.Error()
+	if t := auth.WireText(err); t != "" {
+		msg = t // never echo token details
+	}
+	if status == http.StatusInternalServerError && a.Logger != nil {
+		a.Logger.Error("admin API failure", "err", err)
+	}
+	writeJSON(w, status, apiError{Code: code, Message: msg})
+}
+
+// principal verifies the bearer token. Errors wrap auth.ErrUnauthorized.
+func (a *Admin) principal(r *http.Request) (*auth.Principal, error) {
+	h := r.Header.Get("Authorization")
+	token, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || strings.TrimSpace(token) == "" {
+		if _, disabled := a.Verifier.(auth.DisabledVerifier); disabled {
+			return a.Verifier.Verify("")
+		}
+		return nil, fmt.Errorf("%w: missing bearer token", auth.ErrUnauthorized)
+	}
+	return a.Verifier.Verify(strings.TrimSpace(token))
+}
+
+// allow authenticates and checks one action; on failure it answers and returns false.
+func (a *Admin) allow(w http.ResponseWriter, r *http.Request, action auth.Action, tenant, ns, object string) bool {
+	p, err := a.principal(r)
+	if err == nil {
+		err = p.Allow(action, tenant, ns, object)
+	}
+	if err != nil {
+		a.fail(w, err)
+		return false
+	}
+	return true
+}
+
+// decode reads a JSON body of at most 1 MiB into v. Errors wrap ErrInvalid.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: request body: %v", ErrInvalid, err)
+	}
+	return nil
+}
+
+func (a *Admin) listTenants(w http.ResponseWriter, r *http.Request) {
+	if !a.allow(w, r, auth.ActionTenantManage, auth.DefaultTenant, "", "") {
+		return
+	}
+	writeJSON(w, http.StatusOK, a.Catalog.Tenants())
+}
+
+func (a *Admin) createTenant(w http.ResponseWriter, r *http.Request) {
+	if !a.allow(w, r, auth.ActionTenantManage, auth.DefaultTenant, "", "") {
+		return
+	}
+	var t Tenant
+	if err := decode(r, &t); err != nil {
+		a.fail(w, err)
+		return
+	}
+	if t.DisplayName == "" {
+		t.DisplayName = t.TenantID
+	}
+	if err := a.Catalog.CreateTenant(t); err != nil {
+		a.fail(w, err)
+		return
+	}
+	if a.Keys != nil && !a.Keys.HasTenant(t.TenantID) {
+		if _, err := a.Keys.CreateTenant(t.TenantID); err != nil {
+			a.fail(w, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusCreated, t)
+}
+
+func (a *Admin) getTenant(w http.ResponseWriter, r *http.Request) {
+	t := r.PathValue("t")
+	if !a.allow(w, r, auth.ActionTenantManage, t, "", "") {
+		return
+	}
+	got, err := a.Catalog.Tenant(t)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, got)
+}
+
+func (a *Admin) deleteTenant(w http.ResponseWriter, r *http.Request) {
+	t := r.PathValue("t")
+	if !a.allow(w, r, auth.ActionTenantManage, auth.DefaultTenant, "", "") {
+		return
+	}
+	if err := a.Catalog.DeleteTenant(t); err != nil {
+		a.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *Admin) jwks(w http.ResponseWriter, r *http.Request) {
+	t := r.PathValue("t")
+	if a.Keys == nil || !a.Keys.HasTenant(t) {
+		a.fail(w, fmt.Errorf("%w: tenant %s has no keys", ErrNotFound, t))
+		return
+	}
+	set, err := a.Keys.JWKS(t)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, set)
+}
+
+func (a *Admin) listNamespaces(w http.ResponseWriter, r *http.Request) {
+	t := r.PathValue("t")
+	if !a.allow(w, r, auth.ActionTenantManage, t, "", "") {
+		return
+	}
+	if _, err := a.Catalog.Tenant(t); err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, nonNil(a.Catalog.Namespaces(t)))
+}
+
+func (a *Admin) createNamespace(w http.ResponseWriter, r *http.Request) {
+	var n Namespace
+	if err := decode(r, &n); err != nil {
+		a.fail(w, err)
+		return
+	}
+	n.TenantID = r.PathValue("t")
+	if !a.allow(w, r, auth.ActionNamespaceManage, n.TenantID, n.Namespace, "") {
+		return
+	}
+	if n.DisplayName == "" {
+		n.DisplayName = n.Namespace
+	}
+	if err := a.Catalog.CreateNamespace(n); err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, n)
+}
+
+func (a *Admin) getNamespace(w http.ResponseWriter, r *http.Request) {
+	t, ns := r.PathValue("t"), r.PathValue("ns")
+	if !a.allow(w, r, auth.ActionNamespaceManage, t, ns, "") {
+		return
+	}
+	got, err := a.Catalog.Namespace(t, ns)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, got)
+}
+
+func (a *Admin) deleteNamespace(w http.ResponseWriter, r *http.Request) {
+	t, ns := r.PathValue("t"), r.PathValue("ns")
+	if !a.allow(w, r, auth.ActionNamespaceManage, t, ns, "") {
+		return
+	}
+	if err := a.Catalog.DeleteNamespace(t, ns); err != nil {
+		a.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *Admin) listStreams(w http.ResponseWriter, r *http.Request) {
+	t, ns := r.PathValue("t"), r.PathValue("ns")
+	if !a.allow(w, r, auth.ActionStreamManage, t, ns, "*") {
+		return
+	}
+	if _, err := a.Catalog.Namespace(t, ns); err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, nonNil(a.Catalog.Streams(t, ns)))
+}
+
+func (a *Admin) createStream(w http.ResponseWriter, r *http.Request) {
+	var s Stream
+	if err := decode(r, &s); err != nil {
+		a.fail(w, err)
+		return
+	}
+	s.TenantID, s.Namespace = r.PathValue("t"), r.PathValue("ns")
+	if !a.allow(w, r, auth.ActionStreamManage, s.TenantID, s.Namespace, s.Stream) {
+		return
+	}
+	created, err := a.Catalog.CreateStream(s, a.applyCreate)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, created)
+}
+
+func (a *Admin) applyCreate(s Stream) error {
+	if a.Streams == nil {
+		return nil
+	}
+	return a.Streams.ApplyCreate(s)
+}
+
+func (a *Admin) getStream(w http.ResponseWriter, r *http.Request) {
+	t, ns, name := r.PathValue("t"), r.PathValue("ns"), r.PathValue("s")
+	if !a.allow(w, r, auth.ActionStreamManage, t, ns, name) {
+		return
+	}
+	got, err := a.Catalog.Stream(t, ns, name)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, got)
+}
+
+// streamPatch holds the fields PATCH may change (spec/auth.md §1). Durability cannot
+// change under a live log on a single node, so "durable" must equal the current value.
+type streamPatch struct {
+	Retention   *Retention `json:"retention"`
+	Consistency *string    `json:"consistency"`
+	Delivery    *string    `json:"delivery"`
+	Durable     *bool      `json:"durable"`
+}
+
+func (a *Admin) patchStream(w http.ResponseWriter, r *http.Request) {
+	t, ns, name := r.PathValue("t"), r.PathValue("ns"), r.PathValue("s")
+	if !a.allow(w, r, auth.ActionStreamManage, t, ns, name) {
+		return
+	}
+	var p streamPatch
+	if err := decode(r, &p); err != nil {
+		a.fail(w, err)
+		return
+	}
+	got, err := a.Catalog.UpdateStream(t, ns, name, func(s *Stream) error {
+		if p.Retention != nil {
+			s.Retention = *p.Retention
+		}
+		if p.Consistency != nil {
+			s.Consistency = *p.Consistency
+		}
+		if p.Delivery != nil {
+			s.Delivery = *p.Delivery
+		}
+		if p.Durable != nil && *p.Durable != s.Durable {
+			return fmt.Errorf("%w: durable cannot change on a single node (delete and re-create the stream)", ErrInvalid)
+		}
+		return nil
+	})
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, got)
+}
+
+func (a *Admin) deleteStream(w http.ResponseWriter, r *http.Request) {
+	t, ns, name := r.PathValue("t"), r.PathValue("ns"), r.PathValue("s")
+	if !a.allow(w, r, auth.ActionStreamManage, t, ns, name) {
+		return
+	}
+	err := a.Catalog.DeleteStream(t, ns, name, func(s Stream) error {
+		if a.Streams == nil {
+			return nil
+		}
+		return a.Streams.ApplyDelete(s)
+	})
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *Admin) listCaches(w http.ResponseWriter, r *http.Request) {
+	t, ns := r.PathValue("t"), r.PathValue("ns")
+	if !a.allow(w, r, auth.ActionCacheManage, t, ns, "*") {
+		return
+	}
+	if _, err := a.Catalog.Namespace(t, ns); err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, nonNil(a.Catalog.Caches(t, ns)))
+}
+
+func (a *Admin) createCache(w http.ResponseWriter, r *http.Request) {
+	var c Cache
+	if err := decode(r, &c); err != nil {
+		a.fail(w, err)
+		return
+	}
+	c.TenantID, c.Namespace = r.PathValue("t"), r.PathValue("ns")
+	if !a.allow(w, r, auth.ActionCacheManage, c.TenantID, c.Namespace, c.Cache) {
+		return
+	}
+	created, err := a.Catalog.CreateCache(c)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, created)
+}
+
+func (a *Admin) getCache(w http.ResponseWriter, r *http.Request) {
+	t, ns, name := r.PathValue("t"), r.PathValue("ns"), r.PathValue("c")
+	if !a.allow(w, r, auth.ActionCacheManage, t, ns, name) {
+		return
+	}
+	got, err := a.Catalog.Cache(t, ns, name)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, got)
+}
+
+func (a *Admin) deleteCache(w http.ResponseWriter, r *http.Request) {
+	t, ns, name := r.PathValue("t"), r.PathValue("ns"), r.PathValue("c")
+	if !a.allow(w, r, auth.ActionCacheManage, t, ns, name) {
+		return
+	}
+	if err := a.Catalog.DeleteCache(t, ns, name); err != nil {
+		a.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func nonNil[T any](v []T) []T {
+	if v == nil {
+		return []T{}
+	}
+	return v
+}

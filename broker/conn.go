@@ -1,0 +1,315 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"felix/auth"
+	"felix/netq"
+	"felix/proto"
+)
+
+// ServerFlags are the FLX1 capability bits this broker advertises in auth_ok
+// (spec/client-protocol.md §3, §4): the v1 KNOWN_FLAGS 0x003F. Each side uses the
+// intersection with what the client offered.
+const ServerFlags = proto.KnownFlagsV1
+
+// serverFeatures are the JSON-only features of spec §8.0 this broker implements; auth_ok
+// lists the intersection with the client's list.
+var serverFeatures = []string{proto.FeatureErrorCodes, proto.FeatureIdempotentPublish}
+
+// connHandler serves one client connection: it accepts the client's bi streams (control,
+// cache) and uni streams (publish-only) and runs one session per stream. Bounds: the
+// connection's in-flight publish bytes (FELIX_BROKER_PUBLISH_CONN_INFLIGHT_BYTES, pacing the
+// readers) and its subscriptions (FELIX_MAX_SUBSCRIPTIONS_PER_CONN).
+type connHandler struct {
+	s        *Server
+	conn     *netq.Conn
+	ctx      context.Context // ends with the connection or at shutdown
+	cancel   context.CancelFunc
+	budget   *netq.ByteBudget
+	subs     atomic.Int64
+	sessions sync.WaitGroup // stream readers
+	pumps    sync.WaitGroup // event stream writers
+}
+
+func newConnHandler(s *Server, c *netq.Conn) *connHandler {
+	ctx, cancel := context.WithCancel(c.Context())
+	stop := context.AfterFunc(s.shutdown, cancel)
+	go func() { <-ctx.Done(); stop() }()
+	return &connHandler{s: s, conn: c, ctx: ctx, cancel: cancel, budget: netq.NewByteBudget(s.cfg.PublishConnInflightByte)}
+}
+
+// serve runs until the connection ends or the broker drains; on a drain it lets every
+// session finish its in-flight publishes and queued answers, ends event streams with FIN,
+// and closes the connection with netq.CodeShutdown.
+func (h *connHandler) serve() {
+	defer h.cancel()
+	go h.acceptUni()
+	for {
+		st, err := h.conn.AcceptStream(h.ctx)
+		if err != nil {
+			break
+		}
+		h.s.m.streams.Inc()
+		h.sessions.Add(1)
+		go func() {
+			defer h.sessions.Done()
+			newSession(h, st, st, false).run()
+		}()
+	}
+	h.sessions.Wait()
+	h.pumps.Wait()
+	if h.conn.Context().Err() == nil {
+		// Give the client a moment to read the last answers and close on its own.
+		select {
+		case <-h.conn.Context().Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+		_ = h.conn.CloseWithError(netq.CodeShutdown, "broker shutting down")
+	}
+}
+
+func (h *connHandler) acceptUni() {
+	for {
+		st, err := h.conn.AcceptUniStream(h.ctx)
+		if err != nil {
+			return
+		}
+		h.s.m.streams.Inc()
+		h.sessions.Add(1)
+		go func() {
+			defer h.sessions.Done()
+			newSession(h, st, nil, true).run()
+		}()
+	}
+}
+
+// readStream is what a session reads from: a bi stream or a client uni stream.
+type readStream interface {
+	io.Reader
+	CancelRead(quic.StreamErrorCode)
+}
+
+// session is one client stream: auth state, negotiated flags and features, the answer
+// writer (nil on a publish-only uni stream) and a small pool of read buffers. A buffer
+// whose payloads were handed to the engine is returned by the publish's completion.
+type session struct {
+	h           *connHandler
+	in          readStream
+	out         *quic.Stream // nil on a uni stream
+	uni         bool
+	w           *netq.Writer
+	principal   *auth.Principal
+	closeStream bool   // a uni stream got something it may not carry
+	flags       uint16 // negotiated FLX1 flags
+	codes       bool   // client listed "error_codes"
+	buffers     chan []byte
+	inflight    sync.WaitGroup
+	batch       proto.PublishBatch
+	names       nameCache
+}
+
+const (
+	sessionBuffers       = 4
+	pooledBufferMaxBytes = 1 << 20
+)
+
+func newSession(h *connHandler, in readStream, out *quic.Stream, uni bool) *session {
+	s := &session{h: h, in: in, out: out, uni: uni, flags: proto.OriginalV1Flags, buffers: make(chan []byte, sessionBuffers)}
+	if out != nil {
+		s.w = netq.NewWriter(out, h.s.cfg.StreamWriterMaxBytes)
+	}
+	return s
+}
+
+// run is the stream's reader loop (docs/architecture.md, "Connection goroutines").
+func (s *session) run() {
+	stopRead := context.AfterFunc(s.h.ctx, func() { s.in.CancelRead(quic.StreamErrorCode(netq.CodeShutdown)) })
+	defer stopRead()
+	fr := netq.NewFrameReader(s.in, s.h.s.cfg.MaxFrameBytes)
+	protocolErr := false
+	for {
+		hdr, err := fr.ReadHeader()
+		if err != nil {
+			protocolErr = s.readFailed(err)
+			break
+		}
+		n := int64(hdr.Length)
+		if !s.acquire(n) {
+			break
+		}
+		body, err := fr.ReadBody(hdr, s.getBuffer())
+		if err != nil {
+			s.release(n, nil)
+			protocolErr = s.readFailed(err)
+			break
+		}
+		if !s.handleFrame(hdr, body, n) {
+			s.release(n, body)
+		}
+		if s.closeRequested() {
+			protocolErr = true
+			break
+		}
+	}
+	s.finish(protocolErr)
+}
+
+// readFailed answers a header or body that broke the framing (unknown flag bit, bad magic,
+// oversize length, truncated frame) with a typed error and reports whether the stream
+// must be reset. A clean EOF or a transport error needs no answer.
+func (s *session) readFailed(err error) bool {
+	var de *proto.DecodeError
+	if !errors.As(err, &de) {
+		return false
+	}
+	s.h.s.m.protocolErrors.Inc()
+	s.sendError(proto.CodeMalformed, err.Error(), nil)
+	return true
+}
+
+// finish waits for the stream's publishes, flushes the answers and ends the stream: FIN
+// after a clean end, reset (netq.CodeProtocol) after a protocol violation.
+func (s *session) finish(protocolErr bool) {
+	s.inflight.Wait()
+	if s.w != nil {
+		_ = s.w.Close()
+	}
+	if protocolErr {
+		s.in.CancelRead(netq.CodeProtocol)
+	}
+	if s.out != nil {
+		_ = s.out.Close()
+	}
+}
+
+// acquire charges n bytes to the connection's and the process's in-flight budgets,
+// waiting (which paces the sender through QUIC flow control) until they fit.
+func (s *session) acquire(n int64) bool {
+	if err := s.h.budget.Acquire(s.h.ctx, n); err != nil {
+		return false
+	}
+	if err := s.h.s.global.Acquire(s.h.ctx, n); err != nil {
+		s.h.budget.Release(n)
+		return false
+	}
+	return true
+}
+
+// release returns n budget bytes and recycles buf. Safe from any goroutine (publish
+// completions run on a core goroutine and must not block: both steps never wait).
+func (s *session) release(n int64, buf []byte) {
+	s.h.s.global.Release(n)
+	s.h.budget.Release(n)
+	if buf != nil && cap(buf) <= pooledBufferMaxBytes {
+		select {
+		case s.buffers <- buf[:0]:
+		default:
+		}
+	}
+}
+
+func (s *session) getBuffer() []byte {
+	select {
+	case b := <-s.buffers:
+		return b
+	default:
+		return nil
+	}
+}
+
+// closeRequested reports that a uni stream received something it may not carry.
+func (s *session) closeRequested() bool { return s.closeStream }
+
+// handleFrame dispatches one frame and reports whether body was handed to the engine
+// (then the publish completion releases it).
+func (s *session) handleFrame(hdr proto.Header, body []byte, n int64) bool {
+	layout, err := proto.ClassifyFlags(hdr.Flags)
+	if err != nil {
+		s.h.s.m.protocolErrors.Inc()
+		s.sendError(proto.CodeMalformed, err.Error(), nil)
+		return false
+	}
+	switch layout {
+	case proto.LayoutJSON:
+		s.handleJSON(body)
+		return false
+	case proto.LayoutPublishBatch, proto.LayoutAckedPublishBatch:
+		return s.handleBinaryPublish(hdr.Flags, body, n)
+	}
+	s.h.s.m.protocolErrors.Inc()
+	s.sendError(proto.CodeMalformed, "frame layout not accepted from a client", nil)
+	if s.uni {
+		s.closeStream = true
+	}
+	return false
+}
+
+// handleJSON decodes and dispatches a JSON message (spec/client-protocol.md §6, §1.2).
+func (s *session) handleJSON(body []byte) {
+	m, err := proto.DecodeMessage(body)
+	if err != nil {
+		s.h.s.m.protocolErrors.Inc()
+		s.sendError(proto.CodeMalformed, err.Error(), nil)
+		if s.uni {
+			s.closeStream = true
+		}
+		return
+	}
+	if a, ok := m.(*proto.Auth); ok {
+		s.handleAuth(a)
+		return
+	}
+	if s.principal == nil {
+		s.sendError(proto.CodeUnauthorized, "auth required", nil)
+		if s.uni {
+			s.closeStream = true
+		}
+		return
+	}
+	switch m := m.(type) {
+	case *proto.Publish:
+		s.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, [][]byte{m.Payload}, m.RequestID, m.Ack, m.ProducerID, m.Idempotent)
+	case *proto.JSONPublishBatch:
+		s.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Payloads, m.RequestID, m.Ack, m.ProducerID, m.Idempotent)
+	default:
+		if s.uni {
+			// A publish-only stream carries publishes only (spec §1.1): anything else closes it.
+			s.closeStream = true
+			return
+		}
+		s.handleControl(m)
+	}
+}
+
+// sendError writes error {message, code[, request_id]} (spec §6, §8.7, §8.8). On a uni
+// stream there is no answer path; the caller closes the stream instead.
+func (s *session) sendError(code proto.ErrorCode, message string, requestID *uint64) {
+	if s.w == nil {
+		return
+	}
+	s.send(&proto.Error{Message: message, Code: code, RequestID: requestID})
+}
+
+// send queues one JSON message. A peer that does not read its answers past
+// FELIX_STREAM_WRITER_MAX_BYTES gets its stream reset.
+func (s *session) send(m proto.Message) {
+	if s.w == nil {
+		return
+	}
+	err := s.w.Append(func(dst []byte) []byte { return proto.AppendMessage(dst, m) })
+	if errors.Is(err, netq.ErrWriterFull) {
+		s.h.s.m.protocolErrors.Inc()
+		s.in.CancelRead(netq.CodeSlowConsumer)
+		if s.out != nil {
+			s.out.CancelWrite(netq.CodeSlowConsumer)
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package broker
+
+import (
+	"io"
+	"net/http"
+	"net/http/pprof"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+// serverMetrics are the broker's own counters (the engine registers its own in the same set).
+type serverMetrics struct {
+	connections     *metrics.Counter
+	streams         *metrics.Counter
+	protocolErrors  *metrics.Counter
+	authFailures    *metrics.Counter
+	publishes       *metrics.Counter
+	publishErrors   *metrics.Counter
+	subscriptions   *metrics.Counter
+	eventFrames     *metrics.Counter
+	slowSubscribers *metrics.Counter
+}
+
+func newServerMetrics(set *metrics.Set) serverMetrics {
+	return serverMetrics{
+		connections:     set.NewCounter("felix_broker_connections_total"),
+		streams:         set.NewCounter("felix_broker_streams_total"),
+		protocolErrors:  set.NewCounter("felix_broker_protocol_errors_total"),
+		authFailures:    set.NewCounter("felix_broker_auth_failures_total"),
+		publishes:       set.NewCounter("felix_broker_publish_batches_total"),
+		publishErrors:   set.NewCounter("felix_broker_publish_errors_total"),
+		subscriptions:   set.NewCounter("felix_broker_subscriptions_total"),
+		eventFrames:     set.NewCounter("felix_broker_event_frames_total"),
+		slowSubscribers: set.NewCounter("felix_broker_slow_subscribers_total"),
+	}
+}
+
+// registerOps adds the operations endpoints (spec/config.md §7):
+//
+//	GET /live                200 "ok" for the whole process life, also while draining
+//	GET /ready               200 "ok" once serving; 503 "draining" after SIGTERM (and before ready)
+//	GET /metrics             Prometheus text: broker, engine and Go runtime metrics
+//	GET /replication/halted  JSON list of halted replicas: always [] on a single node
+//	/debug/pprof/...         Go profiler
+func (s *Server) registerOps(mux *http.ServeMux) {
+	mux.HandleFunc("GET /live", func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.ready.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			if s.draining.Load() {
+				io.WriteString(w, "draining\n")
+			} else {
+				io.WriteString(w, "starting\n")
+			}
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		s.metrics.WritePrometheus(w)
+		metrics.WriteProcessMetrics(w)
+	})
+	mux.HandleFunc("GET /replication/halted", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, []string{})
+	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+}

@@ -1,0 +1,337 @@
+package broker
+
+import (
+	"errors"
+	"sync"
+
+	"felix/auth"
+	"felix/core"
+	"felix/proto"
+)
+
+// handleAuth runs the auth frame (spec/client-protocol.md §1.2, §4; spec/auth.md §4):
+// verify, require tid = tenant_id, then answer auth_ok {server_flags, features} when the
+// client offered client_flags, else plain ok. The negotiated flags are the intersection.
+func (s *session) handleAuth(a *proto.Auth) {
+	if s.principal != nil {
+		s.sendError(proto.CodeUnauthorized, "auth already established", nil)
+		return
+	}
+	p, err := auth.Authenticate(s.h.s.authRes.Verifier, a.TenantID, a.Token)
+	if err != nil {
+		s.h.s.m.authFailures.Inc()
+		if s.uni {
+			s.closeStream = true
+			return
+		}
+		text := auth.WireText(err)
+		if text == "" {
+			text = "unauthorized"
+		}
+		s.sendError(proto.CodeUnauthorized, text, nil)
+		return
+	}
+	s.principal = p
+	if a.ClientFlags == nil {
+		s.flags = proto.OriginalV1Flags
+		s.send(&proto.OK{})
+		return
+	}
+	s.flags = *a.ClientFlags & ServerFlags
+	var features []string
+	for _, f := range a.Features {
+		for _, mine := range serverFeatures {
+			if f == mine {
+				features = append(features, f)
+			}
+		}
+		if f == proto.FeatureErrorCodes {
+			s.codes = true
+		}
+	}
+	s.send(&proto.AuthOK{ServerFlags: ServerFlags, Features: features})
+}
+
+// nameCache remembers the last stream a session published to, so a stream of binary
+// batches to one stream converts its names to strings and checks permission once.
+type nameCache struct {
+	tenant, namespace, stream string
+	durable                   bool
+	allowed                   error
+	valid                     bool
+	generation                uint64
+}
+
+// streamFor resolves the names of a binary batch without allocating when they repeat.
+func (s *session) streamFor(tenant, namespace, stream []byte) *nameCache {
+	c := &s.names
+	if c.valid && c.tenant == string(tenant) && c.namespace == string(namespace) && c.stream == string(stream) {
+		return c
+	}
+	s.resolve(string(tenant), string(namespace), string(stream))
+	return c
+}
+
+func (s *session) resolve(tenant, namespace, stream string) *nameCache {
+	c := &s.names
+	if c.valid && c.tenant == tenant && c.namespace == namespace && c.stream == stream {
+		return c
+	}
+	*c = nameCache{tenant: tenant, namespace: namespace, stream: stream, valid: true}
+	c.allowed = s.principal.Allow(auth.ActionStreamPublish, tenant, namespace, stream)
+	if c.allowed == nil {
+		if st, err := s.h.s.catalog.Stream(tenant, namespace, stream); err == nil {
+			c.durable = st.Durable
+		}
+	}
+	return c
+}
+
+// pubOp is one publish handed to the engine; pooled, so a steady stream of batches
+// allocates no request structs. Fields are owned by the engine between Publish and done.
+type pubOp struct {
+	req       core.PublishRequest
+	payloads  [1][]byte
+	sess      *session
+	body      []byte // read buffer holding the payloads (binary), returned on completion
+	charge    int64  // budget bytes to release
+	requestID uint64
+	answer    answerKind
+	durable   bool
+	done      func(core.PublishResult, error)
+}
+
+type answerKind uint8
+
+const (
+	answerNone       answerKind = iota // ack none, or a uni stream
+	answerJSON                         // publish_ok / publish_error
+	answerBinaryAck                    // 0x0010 ack
+	answerErrorFrame                   // refused un-acked publish: error frame
+)
+
+var pubOps sync.Pool
+
+func init() {
+	pubOps.New = func() any {
+		op := &pubOp{}
+		op.done = op.complete
+		return op
+	}
+}
+
+// complete runs on a core goroutine: it must not block. Writer.Append and release never wait.
+func (op *pubOp) complete(res core.PublishResult, err error) {
+	s := op.sess
+	if err != nil {
+		s.h.s.m.publishErrors.Inc()
+		code, text := errorCode(err)
+		s.answerPublishError(op.answer, op.requestID, code, text)
+	} else {
+		switch op.answer {
+		case answerJSON:
+			ok := &proto.PublishOK{RequestID: op.requestID, Duplicate: res.Duplicate}
+			if op.durable {
+				ok.FirstOffset, ok.LastOffset = &res.FirstOffset, &res.LastOffset
+			}
+			s.send(ok)
+		case answerBinaryAck:
+			id := op.requestID
+			_ = s.w.Append(func(dst []byte) []byte { return proto.AppendPublishAckOK(dst, id) })
+		}
+	}
+	s.release(op.charge, op.body)
+	s.h.s.inflight.Done()
+	s.inflight.Done()
+	*op = pubOp{done: op.done}
+	pubOps.Put(op)
+}
+
+// answerPublishError refuses a publish in the form the client expects (spec §1.2, §5.3, §8.7).
+func (s *session) answerPublishError(kind answerKind, requestID uint64, code proto.ErrorCode, text string) {
+	switch kind {
+	case answerJSON:
+		s.send(&proto.PublishError{RequestID: requestID, Message: text, Code: code})
+	case answerBinaryAck:
+		msg := text
+		if s.codes {
+			msg = proto.ErrorText(code, text)
+		}
+		_ = s.w.Append(func(dst []byte) []byte { return proto.AppendPublishAckError(dst, requestID, msg) })
+	case answerErrorFrame:
+		s.sendError(code, text, nil)
+	}
+}
+
+// errorCode maps an engine, catalog or auth error to its wire code and v1-compatible text
+// (spec/client-protocol.md §8.7).
+func errorCode(err error) (proto.ErrorCode, string) {
+	if t := auth.WireText(err); t != "" {
+		return proto.CodeUnauthorized, t
+	}
+	switch {
+	case errors.Is(err, core.ErrOverloaded), errors.Is(err, core.ErrSlowSubscriber):
+		return proto.CodeOverloaded, err.Error()
+	case errors.Is(err, core.ErrNotFound), errors.Is(err, ErrNotFound):
+		return proto.CodeNotFound, "not found"
+	case errors.Is(err, core.ErrStorageFailed):
+		return proto.CodeStorageFailed, err.Error()
+	case errors.Is(err, core.ErrInvalid), errors.Is(err, ErrInvalid):
+		return proto.CodeMalformed, err.Error()
+	case errors.Is(err, core.ErrClosed):
+		return proto.CodeShardUnavailable, "broker shutting down"
+	}
+	return proto.CodeShardUnavailable, err.Error()
+}
+
+// handleJSONPublish serves publish / publish_batch (spec §6): ack absent = per_message;
+// an acked publish needs request_id; permission before existence.
+func (s *session) handleJSONPublish(tenant, ns, stream string, payloads [][]byte, requestID *uint64, ack proto.JSONAck, producer string, idempotent bool) {
+	answer := answerJSON
+	if ack == proto.JSONAckNone || s.uni {
+		answer = answerNone
+	}
+	if answer == answerJSON && requestID == nil {
+		s.sendError(proto.CodeMalformed, "missing request_id for acked publish", nil)
+		return
+	}
+	var id uint64
+	if requestID != nil {
+		id = *requestID
+	}
+	names := s.resolve(tenant, ns, stream)
+	if names.allowed != nil {
+		kind := answer
+		if kind == answerNone {
+			kind = answerErrorFrame
+		}
+		s.answerPublishError(kind, id, proto.CodeUnauthorized, auth.WireText(names.allowed))
+		return
+	}
+	op := pubOps.Get().(*pubOp)
+	op.payloads[0] = nil
+	if len(payloads) == 1 {
+		op.payloads[0] = payloads[0]
+		op.req.Payloads = op.payloads[:]
+	} else {
+		op.req.Payloads = payloads
+	}
+	if idempotent && requestID != nil {
+		op.req.ProducerID, op.req.Sequence = producer, id
+	}
+	s.submit(op, names, id, answer, 0, nil)
+}
+
+// handleBinaryPublish serves 0x0001 and 0x0009 (spec §5.1, §5.2). The payloads stay in
+// body until the engine's completion; it reports whether body was handed over.
+func (s *session) handleBinaryPublish(flags uint16, body []byte, n int64) bool {
+	acked := flags&proto.FlagBinaryPublishAcked != 0
+	if acked && s.uni {
+		s.closeStream = true // publish-only streams carry 0x0001 only (spec §1.1)
+		return false
+	}
+	if s.principal == nil {
+		s.sendError(proto.CodeUnauthorized, "auth required", nil)
+		s.closeStream = s.uni
+		return false
+	}
+	answer := answerNone
+	var err error
+	if acked {
+		prefix, perr := proto.DecodeAckedPrefix(body)
+		if perr != nil { // unreadable prefix: protocol violation (spec §5.2)
+			s.h.s.m.protocolErrors.Inc()
+			s.sendError(proto.CodeMalformed, perr.Error(), nil)
+			s.closeStream = true
+			return false
+		}
+		answer = answerBinaryAck
+		err = proto.DecodeAckedPublishBatch(body, flags&proto.FlagPublishIdempotent != 0, &s.batch)
+		if err != nil {
+			s.h.s.m.protocolErrors.Inc()
+			s.answerPublishError(answerBinaryAck, prefix.RequestID, proto.CodeMalformed, err.Error())
+			return false
+		}
+	} else if err = proto.DecodePublishBatch(body, &s.batch); err != nil {
+		s.h.s.m.protocolErrors.Inc()
+		s.sendError(proto.CodeMalformed, err.Error(), nil)
+		s.closeStream = s.uni
+		return false
+	}
+	b := &s.batch
+	names := s.streamFor(b.TenantID, b.Namespace, b.Stream)
+	if names.allowed != nil {
+		kind := answer
+		if kind == answerNone {
+			kind = answerErrorFrame
+		}
+		s.answerPublishError(kind, b.RequestID, proto.CodeUnauthorized, auth.WireText(names.allowed))
+		return false
+	}
+	op := pubOps.Get().(*pubOp)
+	op.req.Payloads = append(op.req.Payloads[:0], b.Payloads...)
+	if b.ProducerID != nil {
+		op.req.ProducerID, op.req.Sequence = string(b.ProducerID), b.RequestID
+	}
+	return s.submit(op, names, b.RequestID, answer, n, body)
+}
+
+// submit hands op to the engine. On a refusal it answers at once and returns false (the
+// caller keeps body). With FELIX_AUTO_CREATE an unknown stream is created and retried once.
+func (s *session) submit(op *pubOp, names *nameCache, requestID uint64, answer answerKind, charge int64, body []byte) bool {
+	srv := s.h.s
+	op.sess, op.requestID, op.answer, op.durable = s, requestID, answer, names.durable
+	op.req.Stream = core.StreamName{Tenant: names.tenant, Namespace: names.namespace, Stream: names.stream}
+	op.req.Ack = core.AckDefault
+	if answer == answerNone {
+		op.req.Ack = core.AckNone
+	} else if srv.cfg.AckOnCommit {
+		op.req.Ack = core.AckOnCommit
+	}
+	op.charge, op.body = charge, body
+	srv.inflight.Add(1)
+	s.inflight.Add(1)
+	srv.m.publishes.Inc()
+	err := srv.engine.Publish(&op.req, op.done)
+	if errors.Is(err, core.ErrNotFound) && srv.cfg.AutoCreate {
+		if cerr := srv.autoCreateStream(names.tenant, names.namespace, names.stream); cerr == nil {
+			names.durable = true
+			op.durable = true
+			err = srv.engine.Publish(&op.req, op.done)
+		}
+	}
+	if err == nil {
+		return charge > 0
+	}
+	srv.inflight.Done()
+	s.inflight.Done()
+	srv.m.publishErrors.Inc()
+	if errors.Is(err, core.ErrNotFound) {
+		s.names.valid = false // look the stream up again next time
+	}
+	code, text := errorCode(err)
+	kind := answer
+	if kind == answerNone {
+		kind = answerErrorFrame
+	}
+	s.answerPublishError(kind, requestID, code, text)
+	*op = pubOp{done: op.done}
+	pubOps.Put(op)
+	return false
+}
+
+// autoCreateStream creates tenant/namespace/stream on first use (FELIX_AUTO_CREATE=true,
+// development): one shard, durable.
+func (srv *Server) autoCreateStream(tenant, ns, stream string) error {
+	if err := srv.catalog.EnsureNamespace(Namespace{TenantID: tenant, Namespace: ns, DisplayName: ns}); err != nil {
+		return err
+	}
+	_, err := srv.catalog.CreateStream(Stream{TenantID: tenant, Namespace: ns, Stream: stream, Shards: 1, Durable: true}, srv.ApplyCreate)
+	if errors.Is(err, ErrExists) {
+		return nil
+	}
+	if err == nil {
+		srv.log.Info("auto-created stream", "tenant", tenant, "namespace", ns, "stream", stream)
+	}
+	return err
+}

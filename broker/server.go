@@ -1,0 +1,340 @@
+package broker
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"felix/auth"
+	"felix/core"
+	"felix/netq"
+	"felix/seglog"
+)
+
+// Server is one single-node broker: QUIC client role, ops/admin HTTP, catalog, auth and
+// the engine. Create with New, run with Run; Run returns after the SIGTERM drain.
+type Server struct {
+	cfg      *Config
+	log      *slog.Logger
+	engine   *core.Engine
+	catalog  *Catalog
+	authRes  *auth.BootstrapResult
+	listener *netq.Listener
+	httpLn   net.Listener
+	http     *http.Server
+	cert     tls.Certificate
+	metrics  *metrics.Set
+	m        serverMetrics
+
+	storageID seglog.StorageID
+	ready     atomic.Bool
+	draining  atomic.Bool
+	// drainCtx ends when the drain budget is spent; connections then close at once.
+	shutdown context.Context
+	stop     context.CancelFunc
+
+	global    *netq.ByteBudget // process-wide in-flight publish bytes
+	inflight  sync.WaitGroup   // publishes handed to the engine, not yet done
+	conns     sync.WaitGroup   // connection handlers
+	nextSubID atomic.Uint64
+}
+
+// ReadyInfo is the JSON written to FELIX_READY_FILE once the broker is ready (tests, the
+// CLI and the SDK read the bound addresses from it).
+type ReadyInfo struct {
+	QUICAddr       string `json:"quic_addr"`
+	HTTPAddr       string `json:"http_addr"`
+	Fingerprint    string `json:"fingerprint"`
+	AdminTokenFile string `json:"admin_token_file,omitempty"`
+	DataDir        string `json:"data_dir"`
+	PID            int    `json:"pid"`
+}
+
+// New opens everything the broker needs, in order: data dir and run-state (seglog.BeginRun),
+// auth bootstrap, catalog (tenant/namespace "default" on a fresh node), engine with every
+// catalog stream, TLS, the QUIC listener and the HTTP listener. Nothing is served until
+// Run. Errors name the failing step; partial state is closed.
+func New(cfg *Config, logger *slog.Logger) (s *Server, err error) {
+	s = &Server{cfg: cfg, log: logger, metrics: metrics.NewSet()}
+	s.m = newServerMetrics(s.metrics)
+	s.shutdown, s.stop = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			s.closeAll()
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("broker: data dir %s: %w", cfg.DataDir, err)
+	}
+	id, renewed, err := seglog.BeginRun(seglog.OSFS{}, cfg.DataDir, seglogFsync(cfg.FsyncMode), nil)
+	if err != nil {
+		return nil, fmt.Errorf("broker: run-state: %w", err)
+	}
+	s.storageID = id
+	if renewed {
+		logger.Warn("previous run did not stop cleanly: new storage id", "data_dir", cfg.DataDir)
+	}
+	s.authRes, err = auth.Bootstrap(auth.BootstrapOptions{DataDir: cfg.DataDir, Disabled: !cfg.Auth, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("broker: auth bootstrap: %w", err)
+	}
+	if s.catalog, err = OpenCatalog(cfg.DataDir, nil); err != nil {
+		return nil, err
+	}
+	if err := s.catalog.EnsureNamespace(Namespace{TenantID: auth.DefaultTenant, Namespace: auth.DefaultNamespace, DisplayName: auth.DefaultNamespace}); err != nil {
+		return nil, fmt.Errorf("broker: default namespace: %w", err)
+	}
+	if err := s.openEngine(); err != nil {
+		return nil, err
+	}
+	if err := s.openListeners(); err != nil {
+		return nil, err
+	}
+	s.global = netq.NewByteBudget(cfg.PublishInflightBytes)
+	return s, nil
+}
+
+func seglogFsync(m FsyncMode) seglog.FsyncMode {
+	switch m {
+	case FsyncOnCommit:
+		return seglog.FsyncOnCommit
+	case FsyncNone:
+		return seglog.FsyncNone
+	}
+	return seglog.FsyncPeriodic
+}
+
+func (s *Server) openEngine() error {
+	fsync := core.FsyncPeriodic
+	switch s.cfg.FsyncMode {
+	case FsyncOnCommit:
+		fsync = core.FsyncOnCommit
+	case FsyncNone:
+		fsync = core.FsyncNone
+	}
+	e, err := core.NewEngine(core.Config{
+		Cores:                   s.cfg.CoreShards,
+		DataDir:                 s.cfg.DataDir,
+		Fsync:                   fsync,
+		FsyncInterval:           time.Duration(s.cfg.FsyncIntervalMS) * time.Millisecond,
+		SubscriberQueueCapacity: s.cfg.SubscriberQueueCapacity,
+		Metrics:                 s.metrics,
+	})
+	if err != nil {
+		return fmt.Errorf("broker: engine: %w", err)
+	}
+	s.engine = e
+	for _, st := range s.catalog.Streams("", "") {
+		if err := s.ApplyCreate(st); err != nil {
+			return fmt.Errorf("broker: open stream %s/%s/%s: %w", st.TenantID, st.Namespace, st.Stream, err)
+		}
+	}
+	return nil
+}
+
+// ApplyCreate creates a catalog stream in the engine (StreamApplier).
+func (s *Server) ApplyCreate(st Stream) error {
+	routing := core.RoutingModulo
+	if st.Routing == "jump_hash" {
+		routing = core.RoutingJumpHash
+	}
+	err := s.engine.CreateStream(core.StreamSpec{
+		Name:    core.StreamName{Tenant: st.TenantID, Namespace: st.Namespace, Stream: st.Stream},
+		Shards:  int(st.Shards),
+		Durable: st.Durable,
+		Routing: routing,
+	})
+	if errors.Is(err, core.ErrInvalid) || errors.Is(err, core.ErrNoDurableStorage) {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return err
+}
+
+// ApplyDelete removes a catalog stream from the engine (StreamApplier).
+func (s *Server) ApplyDelete(st Stream) error {
+	err := s.engine.DeleteStream(core.StreamName{Tenant: st.TenantID, Namespace: st.Namespace, Stream: st.Stream})
+	if errors.Is(err, core.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) openListeners() error {
+	cert, generated, err := netq.LoadCertificate(s.cfg.TLSCertFile, s.cfg.TLSKeyFile, time.Now())
+	if err != nil {
+		return err
+	}
+	s.cert = cert
+	fp := netq.Fingerprint(cert.Certificate[0])
+	if generated {
+		s.log.Warn("TLS: self-signed development certificate (set FELIX_TLS_CERT and FELIX_TLS_KEY in production)", "fingerprint_sha256", fp)
+	} else {
+		s.log.Info("TLS: certificate loaded", "cert", s.cfg.TLSCertFile, "fingerprint_sha256", fp)
+	}
+	streams := int64(s.cfg.MaxStreamsPerConn)
+	s.listener, err = netq.Listen(s.cfg.QUICBind, cert, netq.Options{
+		MaxConnections:        s.cfg.MaxConnections,
+		MaxBidiStreamsPerConn: streams,
+		MaxUniStreamsPerConn:  streams,
+		MaxStreamWindowBytes:  uint64(s.cfg.StreamRecvWindow),
+		MaxConnWindowBytes:    uint64(s.cfg.ConnRecvWindow),
+		UDPRecvBufferBytes:    s.cfg.UDPRecvBufferBytes,
+		UDPSendBufferBytes:    s.cfg.UDPSendBufferBytes,
+		InitialPacketSize:     uint16(s.cfg.InitialMTU),
+	})
+	if err != nil {
+		return fmt.Errorf("broker: FELIX_QUIC_BIND=%s: %w", s.cfg.QUICBind, err)
+	}
+	s.httpLn, err = net.Listen("tcp", s.cfg.MetricsBind)
+	if err != nil {
+		return fmt.Errorf("broker: FELIX_BROKER_METRICS_BIND=%s: %w", s.cfg.MetricsBind, err)
+	}
+	mux := http.NewServeMux()
+	s.registerOps(mux)
+	admin := &Admin{Catalog: s.catalog, Verifier: s.authRes.Verifier, Streams: s, Logger: s.log}
+	if s.authRes.Keys != nil {
+		admin.Keys = s.authRes.Keys
+	}
+	admin.Register(mux)
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return nil
+}
+
+// QUICAddr and HTTPAddr are the bound addresses (useful with port 0).
+func (s *Server) QUICAddr() net.Addr { return s.listener.Addr() }
+
+// HTTPAddr is the bound ops/admin HTTP address.
+func (s *Server) HTTPAddr() net.Addr { return s.httpLn.Addr() }
+
+// Run serves until ctx ends (SIGTERM/SIGINT in the binary), then drains: readiness goes
+// 503, accept stops, event streams end cleanly, publishes in flight are acknowledged, the
+// engine closes (logs synced) and the run-state is marked clean — all within
+// FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS. A drain that overruns is logged and leaves the run-state
+// "running" (an unclean stop, seeds/upgrades-and-compatibility.txt "Clean stops and
+// crashes"); Run then returns an error.
+func (s *Server) Run(ctx context.Context) error {
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- s.http.Serve(s.httpLn) }()
+	acceptDone := make(chan struct{})
+	go func() { defer close(acceptDone); s.acceptLoop() }()
+
+	s.ready.Store(true)
+	info := ReadyInfo{QUICAddr: s.QUICAddr().String(), HTTPAddr: s.HTTPAddr().String(),
+		Fingerprint: netq.Fingerprint(s.cert.Certificate[0]), AdminTokenFile: s.authRes.AdminTokenPath,
+		DataDir: s.cfg.DataDir, PID: os.Getpid()}
+	if err := s.writeReadyFile(info); err != nil {
+		s.log.Error("ready file", "path", s.cfg.ReadyFile, "err", err)
+	}
+	s.log.Info("broker ready", "quic", info.QUICAddr, "http", info.HTTPAddr, "data_dir", s.cfg.DataDir,
+		"fsync", string(s.cfg.FsyncMode), "auth", s.cfg.Auth, "cores", s.engine.Cores())
+
+	select {
+	case <-ctx.Done():
+	case err := <-httpDone:
+		s.log.Error("HTTP server stopped", "err", err)
+	}
+	return s.drain(acceptDone)
+}
+
+func (s *Server) drain(acceptDone <-chan struct{}) error {
+	budget := time.Duration(s.cfg.ShutdownDrainTimeoutMS) * time.Millisecond
+	deadline := time.Now().Add(budget)
+	s.log.Info("draining", "budget", budget.String())
+	s.ready.Store(false)
+	s.draining.Store(true)
+	_ = s.listener.StopAccepting()
+	<-acceptDone
+	// Stop every connection's readers and event pumps; control streams finish the request
+	// they hold and the answers already queued.
+	s.stop()
+	clean := waitTimeout(&s.inflight, time.Until(deadline))
+	clean = waitTimeout(&s.conns, time.Until(deadline)) && clean
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	engineErr := s.engine.Close(ctx)
+	_ = s.listener.Close()
+	hctx, hcancel := context.WithTimeout(context.Background(), time.Second)
+	_ = s.http.Shutdown(hctx)
+	hcancel()
+	if engineErr != nil || !clean {
+		s.log.Error("drain did not finish within FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS: unclean stop", "engine", engineErr, "publishes_drained", clean)
+		return fmt.Errorf("broker: unclean stop: drain exceeded %v (engine: %v)", budget, engineErr)
+	}
+	if err := seglog.EndRun(seglog.OSFS{}, s.cfg.DataDir, s.storageID); err != nil {
+		return fmt.Errorf("broker: mark run-state clean: %w", err)
+	}
+	s.log.Info("stopped cleanly")
+	return nil
+}
+
+// waitTimeout waits for wg up to d and reports whether it finished.
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// closeAll releases whatever New opened when it fails part-way.
+func (s *Server) closeAll() {
+	if s.listener != nil {
+		s.listener.Close()
+	}
+	if s.httpLn != nil {
+		s.httpLn.Close()
+	}
+	if s.engine != nil {
+		s.engine.Close(context.Background())
+	}
+}
+
+func (s *Server) writeReadyFile(info ReadyInfo) error {
+	if s.cfg.ReadyFile == "" {
+		return nil
+	}
+	data, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return err
+	}
+	if dir := filepath.Dir(s.cfg.ReadyFile); dir != "" {
+		_ = os.MkdirAll(dir, 0o755)
+	}
+	return WriteFileAtomic(s.cfg.ReadyFile, data)
+}
+
+func (s *Server) acceptLoop() {
+	for {
+		c, err := s.listener.Accept(context.Background())
+		if err != nil {
+			if !errors.Is(err, netq.ErrListenerClosed) {
+				s.log.Error("accept", "err", err)
+			}
+			return
+		}
+		s.m.connections.Inc()
+		s.conns.Add(1)
+		go func() {
+			defer s.conns.Done()
+			defer c.Release()
+			newConnHandler(s, c).serve()
+		}()
+	}
+}

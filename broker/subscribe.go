@@ -1,0 +1,131 @@
+package broker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/quic-go/quic-go"
+
+	"felix/auth"
+	"felix/core"
+	"felix/netq"
+	"felix/proto"
+)
+
+// handleControl serves the non-publish messages of an authenticated bi stream.
+func (s *session) handleControl(m proto.Message) {
+	switch m := m.(type) {
+	case *proto.Subscribe:
+		s.handleSubscribe(m)
+	default:
+		if s.handleExtension(m) {
+			return
+		}
+		s.h.s.m.protocolErrors.Inc()
+		s.sendError(proto.CodeMalformed, "unexpected message type "+string(m.Type())+" from a client", nil)
+	}
+}
+
+// handleSubscribe registers a subscription (spec/client-protocol.md §1.3, §7): permission
+// first, then the engine registers the live subscription, the broker opens the event uni
+// stream and writes event_stream_hello, and only then answers subscribed. The id is always
+// assigned by the broker (a client-supplied subscription_id is ignored, §1.3).
+func (s *session) handleSubscribe(m *proto.Subscribe) {
+	srv := s.h.s
+	if err := s.principal.Allow(auth.ActionStreamSubscribe, m.TenantID, m.Namespace, m.Stream); err != nil {
+		s.sendError(proto.CodeUnauthorized, auth.WireText(err), nil)
+		return
+	}
+	if s.h.subs.Add(1) > int64(srv.cfg.MaxSubscriptionsPerConn) {
+		s.h.subs.Add(-1)
+		s.sendError(proto.CodeOverloaded, "too many subscriptions on this connection (FELIX_MAX_SUBSCRIPTIONS_PER_CONN)", nil)
+		return
+	}
+	req := core.SubscribeRequest{
+		Stream:        core.StreamName{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream},
+		WithOffsets:   s.flags&proto.FlagEventBatchOffsets != 0,
+		Policy:        core.DropNew,
+		QueueCapacity: srv.cfg.SubscriberQueueCapacity,
+	}
+	if m.Shard != nil {
+		req.Shard = int(*m.Shard)
+	}
+	if m.Start != nil {
+		switch m.Start.Kind {
+		case proto.StartEarliest:
+			req.Start = core.StartEarliest
+		case proto.StartOffset:
+			req.Start, req.Offset = core.StartOffset, m.Start.Offset
+		}
+	}
+	sub, err := srv.engine.Subscribe(req)
+	if errors.Is(err, core.ErrNotFound) && srv.cfg.AutoCreate {
+		if srv.autoCreateStream(m.TenantID, m.Namespace, m.Stream) == nil {
+			sub, err = srv.engine.Subscribe(req)
+		}
+	}
+	if err != nil {
+		s.h.subs.Add(-1)
+		var ce *core.CursorError
+		if errors.As(err, &ce) {
+			s.send(&proto.SubscribeCursorError{Reason: proto.CursorReason(ce.Reason), Requested: ce.Requested, Available: ce.Available})
+			return
+		}
+		code, text := errorCode(err)
+		s.sendError(code, text, nil)
+		return
+	}
+	id := srv.nextSubID.Add(1)
+	events, err := s.h.conn.OpenUniStream()
+	if err != nil {
+		sub.Close()
+		s.h.subs.Add(-1)
+		s.sendError(proto.CodeOverloaded, "cannot open an event stream: "+err.Error(), nil)
+		return
+	}
+	hello := proto.AppendMessage(nil, &proto.EventStreamHello{SubscriptionID: id})
+	if _, err := events.Write(hello); err != nil {
+		sub.Close()
+		s.h.subs.Add(-1)
+		events.CancelWrite(netq.CodeProtocol)
+		s.sendError(proto.CodeShardUnavailable, "event stream failed: "+err.Error(), nil)
+		return
+	}
+	srv.m.subscriptions.Inc()
+	s.send(&proto.Subscribed{SubscriptionID: id})
+	s.h.pumps.Add(1)
+	go s.h.pump(sub, events)
+}
+
+// pump writes a subscription's frames to its event stream until the subscription or the
+// connection ends (one goroutine per subscription; frames are shared and written as-is).
+// At shutdown the stream ends with FIN; a subscriber ended for slowness (Block policy) or
+// a failed write resets it with netq.CodeSlowConsumer.
+func (h *connHandler) pump(sub *core.Subscription, events *quic.SendStream) {
+	defer h.pumps.Done()
+	defer h.subs.Add(-1)
+	defer sub.Close()
+	for {
+		d, err := sub.Next(h.ctx)
+		if err != nil {
+			if errors.Is(err, core.ErrSlowSubscriber) {
+				h.s.m.slowSubscribers.Inc()
+				events.CancelWrite(netq.CodeSlowConsumer)
+				return
+			}
+			_ = events.Close() // context ended or engine closing: a clean end of stream
+			return
+		}
+		if _, err := events.Write(d.Frame); err != nil {
+			events.CancelWrite(netq.CodeSlowConsumer)
+			return
+		}
+		h.s.m.eventFrames.Inc()
+	}
+}
+
+// handleExtension serves the §8 messages the engine supports; false = not handled.
+func (s *session) handleExtension(m proto.Message) bool {
+	_ = context.Background
+	return false
+}
