@@ -72,9 +72,9 @@ type Config struct {
 	LogLevel                string // FELIX_LOG_LEVEL: debug, info, warn, error (PROPOSED)
 
 	// Durability (spec/config.md §2).
-	DataDir                  string    // FELIX_DURABLE_STORAGE_DIR
-	FsyncMode                FsyncMode // FELIX_DURABLE_FSYNC_MODE
-	FsyncIntervalMS          int       // FELIX_DURABLE_FSYNC_INTERVAL_MS
+	DataDir         string    // FELIX_DURABLE_STORAGE_DIR
+	FsyncMode       FsyncMode // FELIX_DURABLE_FSYNC_MODE
+	FsyncIntervalMS int       // FELIX_DURABLE_FSYNC_INTERVAL_MS
 
 	// Transport (spec/config.md §4, mapped to quic-go; PROPOSED limits).
 	TLSCertFile          string // FELIX_TLS_CERT (PEM); unset with FELIX_TLS_KEY ⇒ self-signed
