@@ -1,6 +1,9 @@
 package auth
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Leeway is the clock skew tolerated on exp (and nbf when present), spec/auth.md §4 step 3.
 const Leeway = 60 * time.Second
@@ -49,7 +52,7 @@ func (p *Principal) AllowsAll() bool { return p != nil && p.allowAll }
 //
 // It returns nil, ErrUnauthorized (p is nil: no auth yet), ErrTenantMismatch (tenant is not
 // the token's tid) or ErrForbidden (no grant matches, the action is invalid, or a name is
-// not a ValidName — a name containing '/' could otherwise cross a namespace boundary).
+// empty or contains '/' — such a name could otherwise cross a namespace boundary).
 //
 // Call it BEFORE looking the object up: a refusal then says nothing about whether the object
 // exists, and "not_found" is only ever shown to a principal allowed to act on the name.
@@ -80,7 +83,7 @@ func (p *Principal) Allow(action Action, tenant, namespace, object string) error
 // appendObject appends the canonical object string (spec/auth.md §1) and reports whether the
 // parts are well formed for the kind.
 func appendObject(dst []byte, kind objectKind, tenant, namespace, object string) ([]byte, bool) {
-	if kind == kindNone || !ValidName(tenant) {
+	if kind == kindNone || !segmentOK(tenant) {
 		return dst, false
 	}
 	dst = append(dst, kindPrefixes[kind]...)
@@ -89,13 +92,13 @@ func appendObject(dst []byte, kind objectKind, tenant, namespace, object string)
 	case kindTenant:
 		return dst, namespace == "" && object == ""
 	case kindNamespace:
-		if !ValidName(namespace) || object != "" {
+		if !segmentOK(namespace) || object != "" {
 			return dst, false
 		}
 		dst = append(dst, '/')
 		return append(dst, namespace...), true
 	}
-	if !ValidName(namespace) || !ValidName(object) {
+	if !segmentOK(namespace) || !segmentOK(object) {
 		return dst, false
 	}
 	dst = append(dst, '/')
@@ -103,6 +106,11 @@ func appendObject(dst []byte, kind objectKind, tenant, namespace, object string)
 	dst = append(dst, '/')
 	return append(dst, object...), true
 }
+
+// segmentOK is the check Allow needs on a name: non-empty and no '/', the only byte that
+// could shift a name into another segment. ('*' and ':' in an object are matched literally:
+// only patterns carry wildcards.) Names are validated fully (ValidName) when created.
+func segmentOK(s string) bool { return s != "" && strings.IndexByte(s, '/') < 0 }
 
 // CheckExpiry returns a *TokenError ("token expired", errors.Is ErrUnauthorized) once now is
 // past Expires plus Leeway, and nil before that or for the allow-all principal. The broker
