@@ -174,11 +174,19 @@ func DecodeCounterValue(b []byte) (int64, error) {
 // Allocates nothing.
 func BatchChecksum(payloads [][]byte) uint32 {
 	var crc uint32
-	var lenBuf [4]byte
 	for _, p := range payloads {
-		binary.BigEndian.PutUint32(lenBuf[:], uint32(len(p)))
-		crc = crc32.Update(crc, crc32.IEEETable, lenBuf[:])
+		crc = crcUpdateU32(crc, uint32(len(p)))
 		crc = crc32.Update(crc, crc32.IEEETable, p)
 	}
 	return crc
+}
+
+// crcUpdateU32 feeds the 4 big-endian bytes of v through the IEEE table byte by byte, so no
+// length buffer escapes to the heap (the assembly Update would take its address).
+func crcUpdateU32(crc uint32, v uint32) uint32 {
+	crc = ^crc
+	for shift := 24; shift >= 0; shift -= 8 {
+		crc = crc32.IEEETable[byte(crc)^byte(v>>uint(shift))] ^ (crc >> 8)
+	}
+	return ^crc
 }

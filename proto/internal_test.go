@@ -350,3 +350,27 @@ func TestReadInternalFrame(t *testing.T) {
 		t.Fatalf("cut body: %v", err)
 	}
 }
+
+func TestReplicateRecordsZeroAlloc(t *testing.T) {
+	m := &ReplicateRecords{Log: LogGroupCursors, CorrelationID: 9, Shard: sampleShard(), Epoch: 1, FirstOffset: 2,
+		Payloads: [][]byte{[]byte("a"), []byte("bcd"), make([]byte, 300)}}
+	frame, err := AppendInternalFrame(nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dst ReplicateRecords
+	_ = DecodeReplicateRecords(KindReplicateGroupRecords, frame[InternalHeaderSize:], &dst)
+	buf := make([]byte, 0, len(frame))
+	allocs := testing.AllocsPerRun(50, func() {
+		buf, _ = AppendInternalFrame(buf[:0], m)
+		if err := DecodeReplicateRecords(KindReplicateGroupRecords, buf[InternalHeaderSize:], &dst); err != nil || !dst.ChecksumOK() {
+			t.Fatal("decode failed")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("ReplicateRecords encode+decode+verify allocated %v times", allocs)
+	}
+	if !reflect.DeepEqual(dst.Payloads, m.Payloads) || dst.Log != LogGroupCursors {
+		t.Fatal("round trip")
+	}
+}
