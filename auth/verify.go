@@ -101,6 +101,7 @@ func NewVerifier(opts VerifierOptions) *TokenVerifier {
 // returns the same *Principal as the first call and does not allocate. Verify does not
 // check tid against the auth frame: use Authenticate for that.
 func (v *TokenVerifier) Verify(token string) (*Principal, error) {
+	stale := false
 	if v.cache != nil {
 		v.mu.RLock()
 		entry, ok := v.cache[token]
@@ -108,11 +109,12 @@ func (v *TokenVerifier) Verify(token string) (*Principal, error) {
 		if ok && v.now().Before(entry.until) && entry.generation == v.keys.Generation() {
 			return entry.principal, nil
 		}
+		stale = ok
 	}
 	generation := v.keys.Generation() // read before any key lookup: see KeySource
 	principal, err := v.verify(token)
 	if err != nil {
-		if v.cache != nil {
+		if stale { // only a cached token takes the write lock on failure, not every bad token
 			v.forget(token)
 		}
 		return nil, err

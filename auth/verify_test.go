@@ -302,3 +302,26 @@ func TestDisabledVerifierAllowsEverything(t *testing.T) {
 		}
 	}
 }
+
+// A v1-shaped token (aud as a plain string, no jti) verifies too: RFC 7519 §4.1.3 allows both.
+func TestAudienceAsPlainString(t *testing.T) {
+	f := newFixture(t)
+	kid, key := f.signingKey(t, "ta")
+	now := f.clock.Now().Unix()
+	token := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{
+		"iss": Issuer, "aud": Audience, "sub": strings.Repeat("ab", 32), "tid": "ta",
+		"iat": now, "exp": now + 900, "perms": []string{"stream.publish:stream:ta/payments/*"},
+	})
+	token.Header["kid"] = kid
+	signed, err := token.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Authenticate(f.verifier, "ta", signed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Allow(ActionStreamPublish, "ta", "payments", "orders"); err != nil {
+		t.Fatal(err)
+	}
+}
