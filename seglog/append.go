@@ -55,7 +55,8 @@ func (l *Log) Append(payloads [][]byte, tsMicros int64, done func(first, last ui
 		total += RecordHeaderLenV3 + len(p)
 	}
 	s := l.activeSeg()
-	if s.next > s.base && s.size+int64(total) > l.opts.SegmentBytes {
+	// A v2 segment cannot hold v3 records: the first append rolls onto a v3 one.
+	if s.version < WriteVersion || (s.next > s.base && s.size+int64(total) > l.opts.SegmentBytes) {
 		if err := l.roll(); err != nil {
 			return err
 		}
