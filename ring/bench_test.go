@@ -177,3 +177,103 @@ func BenchmarkNop(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRegistered compares, on the same ring, O_DIRECT writes with a
+// plain descriptor and Go-visible buffer, with a registered file, and with a
+// registered file and buffer (OpWriteFixed): does registration pay?
+func BenchmarkRegistered(b *testing.B) {
+	for _, size := range []int{4096, seqChunk} {
+		for _, mode := range []string{"plain", "fixed-file", "fixed-file+buf"} {
+			name := map[int]string{4096: "4KiB-qd16", seqChunk: "1MiB-qd8"}[size] + "/" + mode
+			b.Run(name, func(b *testing.B) {
+				forEachBackendB(b, func(b *testing.B, r Ring) {
+					benchRegistered(b, r, size, mode)
+				})
+			})
+		}
+	}
+}
+
+func benchRegistered(b *testing.B, r Ring, size int, mode string) {
+	depth := 16
+	if size == seqChunk {
+		depth = 8
+	}
+	f, _, err := openScratch(benchDir(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf, err := AlignedBuffer(depth * size)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer FreeAligned(buf)
+	region := int64(64 << 20)
+	if _, err := seqWrite(r, int32(f.Fd()), make8MiB(b), 8, time.Hour, int(region/seqChunk)); err != nil {
+		b.Fatal(err)
+	}
+	reg := r.(Registrar)
+	template := Op{Code: OpWrite, FD: int32(f.Fd())}
+	if mode != "plain" {
+		if err := reg.RegisterFiles([]int32{int32(f.Fd())}); err != nil {
+			b.Fatal(err)
+		}
+		defer reg.UnregisterFiles()
+		template.FD, template.Fixed = 0, true
+	}
+	if mode == "fixed-file+buf" {
+		if err := reg.RegisterBuffers([][]byte{buf}); err != nil {
+			b.Fatal(err)
+		}
+		defer reg.UnregisterBuffers()
+		template.Code = OpWriteFixed
+	}
+	var off int64
+	var op Op
+	issue := func(slot int) {
+		op = template
+		op.Buf, op.Off, op.UserData = buf[slot*size:(slot+1)*size], off, uint64(slot)
+		off = (off + int64(size)) % region
+		if err := r.Prepare(&op); err != nil {
+			b.Fatal(err)
+		}
+	}
+	dst := make([]Completion, depth)
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	issued, inFlight := 0, 0
+	for ; issued < min(depth, b.N); issued++ {
+		issue(issued)
+		inFlight++
+	}
+	for inFlight > 0 {
+		n, err := r.Wait(dst, 1, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range dst[:n] {
+			inFlight--
+			if c.Res != int32(size) {
+				b.Fatalf("write returned %d", c.Res)
+			}
+			if issued < b.N {
+				issue(int(c.UserData))
+				issued++
+				inFlight++
+			}
+		}
+	}
+}
+
+// make8MiB returns an 8 MiB aligned buffer freed at the end of the benchmark.
+func make8MiB(b *testing.B) []byte {
+	buf, err := AlignedBuffer(8 * seqChunk)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { FreeAligned(buf) })
+	return buf
+}
