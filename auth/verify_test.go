@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -322,6 +323,50 @@ func TestAudienceAsPlainString(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := p.Allow(ActionStreamPublish, "ta", "payments", "orders"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Concurrent verification, rotation and removal: run under -race; every outcome is either a
+// principal or a typed refusal.
+func TestConcurrentVerifyAndRotate(t *testing.T) {
+	f := newFixture(t)
+	tokens := []string{f.issue(t, "ta", "cache.read:cache:ta/ns/*"), f.issue(t, "tb", "cache.read:cache:tb/ns/*")}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 5; i++ {
+			old, _, _ := f.keys.signingKey("ta")
+			if _, err := f.keys.Rotate("ta"); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := f.keys.RemoveKey(old); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				p, err := f.verifier.Verify(tokens[i%2])
+				if err != nil && !errors.Is(err, ErrUnauthorized) {
+					t.Errorf("untyped %v", err)
+				}
+				if err == nil && p.Allow(ActionCacheRead, p.Tenant, "ns", "c") != nil {
+					t.Error("verified principal lost its grant")
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	<-done
+	wantRefused(t, f.verifier, tokens[0], "unknown key") // its key was removed
+	if _, err := f.verifier.Verify(tokens[1]); err != nil {
 		t.Fatal(err)
 	}
 }
