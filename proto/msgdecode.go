@@ -75,7 +75,23 @@ var msgSpecs = map[MessageType]msgSpec{
 	TypeRoute:                {make: func() Message { return new(Route) }, required: []string{"request_id", "shards"}},
 }
 
-var jsonNull = []byte("null")
+// presence records, for one top-level field, whether it was null and (for short strings,
+// i.e. "type") its value, without copying the raw bytes of large fields such as payloads.
+type presence struct {
+	null     bool
+	isString bool
+	str      string
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (p *presence) UnmarshalJSON(b []byte) error {
+	p.null = bytes.Equal(b, []byte("null"))
+	if len(b) > 0 && b[0] == '"' && len(b) <= 64 {
+		p.isString = true
+		return json.Unmarshal(b, &p.str)
+	}
+	return nil
+}
 
 // DecodeMessage decodes the body of an FLX1 frame with flags 0 into its concrete message
 // (a pointer type such as *Auth; type-switch on the result). Rules (spec/client-protocol.md
@@ -89,7 +105,7 @@ func DecodeMessage(body []byte) (Message, error) {
 	if !utf8.Valid(body) {
 		return nil, decodeErr("json", invalidUTF8Offset(body), ErrInvalidUTF8)
 	}
-	var fields map[string]json.RawMessage
+	var fields map[string]presence
 	if err := json.Unmarshal(body, &fields); err != nil {
 		return nil, jsonErr(err)
 	}
@@ -97,11 +113,10 @@ func DecodeMessage(body []byte) (Message, error) {
 	if !ok {
 		return nil, decodeErr("type", 0, ErrIncomplete)
 	}
-	var typ string
-	if err := json.Unmarshal(rawType, &typ); err != nil {
+	if !rawType.isString {
 		return nil, decodeErr("type", 0, ErrMalformed)
 	}
-	spec, ok := msgSpecs[MessageType(typ)]
+	spec, ok := msgSpecs[MessageType(rawType.str)]
 	if !ok {
 		return nil, decodeErr("type", 0, ErrUnknownMessageType)
 	}
@@ -110,7 +125,7 @@ func DecodeMessage(body []byte) (Message, error) {
 		if !ok {
 			return nil, decodeErr(k, 0, ErrIncomplete)
 		}
-		if bytes.Equal(v, jsonNull) {
+		if v.null {
 			return nil, decodeErr(k, 0, ErrMalformed)
 		}
 	}
