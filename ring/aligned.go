@@ -3,6 +3,7 @@ package ring
 import (
 	"fmt"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -64,3 +65,6 @@ func BlockSize(fd int) int {
 	}
 	return DefaultBlockSize
 }
+
+// unsafePointer returns the address of b's first byte (for alignment checks).
+func unsafePointer(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
