@@ -130,3 +130,8 @@ func (s *Shard) MarkDurable(t Token) {
 // Durable reports whether the batch t (and every earlier one) is durable, i.e. whether
 // an answer that returned t may be released.
 func (s *Shard) Durable(t Token) bool { return t <= s.fx.durable }
+
+// CurrentToken returns the token of the batch being built: waiting for it waits for
+// every record staged so far (a read-only answer uses it so that it only reports
+// durable state).
+func (s *Shard) CurrentToken() Token { return s.fx.batch }

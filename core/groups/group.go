@@ -103,30 +103,26 @@ func (g *group) setPending(off uint64, e entry, readyAt int64) {
 	g.ready.prune(2*len(g.entries)+64, g.livePending)
 }
 
-// nextTime returns the earliest lease deadline or ready time, first dropping
-// superseded items from the top of both heaps.
-func (g *group) nextTime() (int64, bool) {
+// nextExpiry returns the earliest current lease deadline, dropping superseded items
+// from the top of the lease heap.
+func (g *group) nextExpiry() (int64, bool) {
 	for len(g.leases) > 0 {
-		e, ok := g.entries[g.leases[0].offset]
-		if current(e, ok, g.leases[0], stateLeased) {
-			break
+		if g.liveLease(g.leases[0]) {
+			return g.leases[0].at, true
 		}
 		g.leases.pop()
 	}
+	return 0, false
+}
+
+// nextReady returns the earliest current ready time, dropping superseded items from
+// the top of the ready heap.
+func (g *group) nextReady() (int64, bool) {
 	for len(g.ready) > 0 {
-		e, ok := g.entries[g.ready[0].offset]
-		if current(e, ok, g.ready[0], statePending) {
-			break
+		if g.livePending(g.ready[0]) {
+			return g.ready[0].at, true
 		}
 		g.ready.pop()
 	}
-	var at int64
-	ok := false
-	if len(g.leases) > 0 {
-		at, ok = g.leases[0].at, true
-	}
-	if len(g.ready) > 0 && (!ok || g.ready[0].at < at) {
-		at, ok = g.ready[0].at, true
-	}
-	return at, ok
+	return 0, false
 }

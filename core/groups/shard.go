@@ -158,7 +158,7 @@ func (s *Shard) DeadLetterLogEnd() uint64 { return s.dlEnd }
 // should hand the records to the consumer once Durable(token) holds, so a restart
 // never under-counts a delivery. Pending offsets below req.Window.Earliest (deleted by
 // retention) are dropped. An empty result is not an error: the core parks the poll
-// until the window grows or NextDeadline passes. Errors: ErrInvalidGroupName,
+// until the window grows or NextReady passes. Errors: ErrInvalidGroupName,
 // ErrInvalidRequest (MaxRecords < 1), ErrGroupIDCollision.
 func (s *Shard) Poll(dst []Lease, req PollRequest) ([]Lease, Token, error) {
 	if req.MaxRecords < 1 {
@@ -348,7 +348,7 @@ func (s *Shard) expire(g *group, now int64) {
 }
 
 // Tick expires every lease of every group whose deadline is at or before nowMillis
-// (see Poll). The core calls it from its timer hook at NextDeadline. Dead letters it
+// (see Poll). The core calls it from its timer hook at NextExpiry. Dead letters it
 // creates are in the batch of the returned token.
 func (s *Shard) Tick(nowMillis int64) Token {
 	for _, g := range s.groups {
@@ -357,13 +357,24 @@ func (s *Shard) Tick(nowMillis int64) Token {
 	return s.fx.batch
 }
 
-// NextDeadline returns the earliest Unix ms at which a lease expires or a nacked record
-// becomes ready, over all groups; ok=false when nothing is scheduled. Superseded
-// schedule items are dropped on the way. A ready time in the past means a Poll would
-// return records now.
-func (s *Shard) NextDeadline() (atMillis int64, ok bool) {
+// NextExpiry returns the earliest lease deadline (Unix ms) over all groups; ok=false
+// when no lease is out. Superseded leases are dropped on the way. The core arms its
+// timer for it and calls Tick then.
+func (s *Shard) NextExpiry() (atMillis int64, ok bool) {
 	for _, g := range s.groups {
-		if t, has := g.nextTime(); has && (!ok || t < atMillis) {
+		if t, has := g.nextExpiry(); has && (!ok || t < atMillis) {
+			atMillis, ok = t, true
+		}
+	}
+	return atMillis, ok
+}
+
+// NextReady returns the earliest time (Unix ms) a nacked or expired record becomes
+// ready for redelivery over all groups; ok=false when none waits. A time in the past
+// means a Poll of that record's group would return it now.
+func (s *Shard) NextReady() (atMillis int64, ok bool) {
+	for _, g := range s.groups {
+		if t, has := g.nextReady(); has && (!ok || t < atMillis) {
 			atMillis, ok = t, true
 		}
 	}

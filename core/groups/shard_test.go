@@ -162,14 +162,20 @@ func TestNackDelayAndExpiryDeadLetter(t *testing.T) {
 	if err := r.nack("g", 1, 500, 0); err != nil {
 		t.Fatal(err)
 	}
-	if at, ok := r.s.NextDeadline(); !ok || at != r.now+500 {
-		t.Fatalf("next deadline %d %v, want %d", at, ok, r.now+500)
+	if at, ok := r.s.NextReady(); !ok || at != r.now+500 {
+		t.Fatalf("next ready %d %v, want %d", at, ok, r.now+500)
+	}
+	if _, ok := r.s.NextExpiry(); ok {
+		t.Fatal("a lease expiry is scheduled after the nack")
 	}
 	r.now += 499
 	wantOffsets(t, r.poll("g", 1, 1, 1))
 	r.now++
 	ls := r.poll("g", 1, 1, 1)
 	wantOffsets(t, ls, 0)
+	if at, ok := r.s.NextExpiry(); !ok || at != r.now+10 {
+		t.Fatalf("next expiry %d %v, want %d", at, ok, r.now+10)
+	}
 	r.now += 10
 	r.s.Tick(r.now) // second delivery expired: max reached
 	fx := r.s.TakeEffects()
@@ -180,8 +186,11 @@ func TestNackDelayAndExpiryDeadLetter(t *testing.T) {
 	if err != nil || d.Offset != 0 || d.Deliveries != 2 || d.AtMillis != r.now || d.GroupID != GroupID("g") {
 		t.Fatalf("dead-letter record %+v %v", d, err)
 	}
-	if _, ok := r.s.NextDeadline(); ok {
-		t.Fatal("a deadline remains with nothing outstanding")
+	if _, ok := r.s.NextExpiry(); ok {
+		t.Fatal("an expiry remains with nothing outstanding")
+	}
+	if _, ok := r.s.NextReady(); ok {
+		t.Fatal("a ready time remains with nothing outstanding")
 	}
 }
 
