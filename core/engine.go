@@ -254,7 +254,7 @@ func (e *Engine) post(c *core, m message) error {
 	}
 	wake, err := c.inbox.push(m)
 	if wake {
-		c.wake()
+		_ = c.disk.Wake() // push already cleared the sleeping flag
 	}
 	return err
 }

@@ -1,8 +1,120 @@
 package core
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"time"
 
-// newSeglogDisk opens the seglog disk of core id under cfg.DataDir.
-func newSeglogDisk(cfg *Config, id int) (coreDisk, error) {
-	return nil, fmt.Errorf("%w: durable storage: package seglog has no Disk yet", ErrNoDurableStorage)
+	"felix/ring"
+	"felix/seglog"
+)
+
+// companionProducers is the sub-directory of a stream shard holding its
+// idempotent-producer key log (producer.go; spec/storage-format.md §6
+// companion logs).
+const companionProducers seglog.Companion = "producers"
+
+// seglogDisk is the production coreDisk: the core's ring and a seglog.Disk on
+// it. Shard logs live at seglog.ShardDir(DataDir, {stream, tenant, ns,
+// stream, shard}); the producer log in its "producers" companion directory.
+type seglogDisk struct {
+	root  string
+	opts  seglog.Options
+	ring  ring.Ring
+	disk  *seglog.Disk
+	fs    seglog.FS
+	reaps [4]ring.Completion
+}
+
+// newSeglogDisk creates the ring and disk of one core; call it on the core
+// goroutine (the ring's owner).
+func newSeglogDisk(cfg *Config, _ int) (coreDisk, error) {
+	r, err := ring.New(ring.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("core: ring: %w", err)
+	}
+	mode := seglog.FsyncPeriodic
+	switch cfg.Fsync {
+	case FsyncOnCommit:
+		mode = seglog.FsyncOnCommit
+	case FsyncNone:
+		mode = seglog.FsyncNone
+	}
+	fs := seglog.OSFS{}
+	return &seglogDisk{
+		root: cfg.DataDir,
+		opts: seglog.Options{FsyncMode: mode, FsyncInterval: cfg.FsyncInterval},
+		ring: r,
+		disk: seglog.NewDisk(r, fs),
+		fs:   fs,
+	}, nil
+}
+
+func (d *seglogDisk) shardDir(name StreamName, shard int) string {
+	return seglog.ShardDir(d.root, seglog.ShardKey{Kind: seglog.ShardStream, Tenant: name.Tenant,
+		Namespace: name.Namespace, Name: name.Stream, Shard: uint32(shard)})
+}
+
+func (d *seglogDisk) OpenLog(kind logKind, name StreamName, shard int) (shardLog, error) {
+	opts := d.opts
+	opts.Dir = d.shardDir(name, shard)
+	if kind == logProducers {
+		opts.Dir = seglog.CompanionDir(opts.Dir, companionProducers)
+	}
+	l, err := d.disk.Open(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &seglogLog{log: l, reader: l.Reader()}, nil
+}
+
+func (d *seglogDisk) RemoveLogs(name StreamName, shard int) error {
+	return d.fs.RemoveAll(d.shardDir(name, shard))
+}
+
+func (d *seglogDisk) Flush() error { return d.disk.Flush() }
+
+// Poll waits in the disk when I/O is in flight; when none is, it waits on
+// the ring itself, where only a Wake can arrive.
+func (d *seglogDisk) Poll(block time.Duration) error {
+	if block > 0 && d.disk.Idle() {
+		if _, err := d.ring.Wait(d.reaps[:], 1, block); err != nil {
+			return err
+		}
+	}
+	return d.disk.Poll(0)
+}
+
+// SyncAll is a no-op: seglog runs the periodic fdatasync itself inside Poll
+// once FsyncInterval passed; the core's periodic timer only makes sure the
+// core wakes to call Poll.
+func (d *seglogDisk) SyncAll() error { return nil }
+func (d *seglogDisk) Wake() error    { return d.ring.Wake() }
+func (d *seglogDisk) Close() error   { return errors.Join(d.disk.Close(), d.ring.Close()) }
+
+// seglogLog adapts a seglog.Log; ReadCommitted goes through a Reader so that
+// subscribers can page history from their own goroutines.
+type seglogLog struct {
+	log    *seglog.Log
+	reader *seglog.Reader
+}
+
+func (l *seglogLog) Append(payloads [][]byte, ts int64, done func(first, last uint64, err error)) error {
+	return l.log.Append(payloads, ts, done)
+}
+func (l *seglogLog) NextOffset() uint64      { return l.log.NextOffset() }
+func (l *seglogLog) EarliestOffset() uint64  { return l.log.EarliestOffset() }
+func (l *seglogLog) CommittedOffset() uint64 { return l.log.CommittedOffset() }
+
+func (l *seglogLog) ReadCommitted(from uint64, maxBytes int, fn func(uint64, int64, []byte) bool) error {
+	err := l.reader.Read(from, maxBytes, fn)
+	var trimmed *seglog.TrimmedError
+	if errors.As(err, &trimmed) {
+		return &trimmedError{requested: trimmed.Requested, oldest: trimmed.Oldest}
+	}
+	return err
+}
+
+func (l *seglogLog) Close() error {
+	return errors.Join(l.reader.Close(), l.log.Close())
 }
