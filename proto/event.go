@@ -1,5 +1,7 @@
 package proto
 
+import "unicode/utf8"
+
 // EventBatch is a binary event batch (spec/client-protocol.md §5.4, §5.5, §8.5, §8.6).
 // Decoded slices are sub-slices of the body (zero-copy). Reuse one EventBatch across frames:
 // decoding reuses the capacity of Payloads and Publishers and then allocates nothing.
@@ -111,7 +113,8 @@ func decodePublisherEntries(c *cursor, dst *EventBatch) error {
 
 // AppendEventBatch appends a whole frame (header + body) for e with flags e.Flags().
 // It returns dst unchanged and ErrMalformed when SkippedBefore is set without WithOffsets or
-// Publishers does not match Payloads in length, ErrTooLong for a publisher over 255 bytes.
+// Publishers does not match Payloads in length, ErrTooLong for a publisher over 255 bytes,
+// ErrInvalidUTF8 for a publisher that is not UTF-8.
 func AppendEventBatch(dst []byte, e *EventBatch) ([]byte, error) {
 	if e.SkippedBefore != 0 && !e.WithOffsets {
 		return dst, ErrMalformed
@@ -123,6 +126,9 @@ func AppendEventBatch(dst []byte, e *EventBatch) ([]byte, error) {
 		for _, p := range e.Publishers {
 			if len(p) > 255 {
 				return dst, ErrTooLong
+			}
+			if !utf8.Valid(p) {
+				return dst, ErrInvalidUTF8
 			}
 		}
 	}

@@ -370,3 +370,23 @@ func TestDecodePublishDispatch(t *testing.T) {
 		t.Fatalf("unknown flags: %v", err)
 	}
 }
+
+func TestEncodersKeepOutputDecodable(t *testing.T) {
+	f := AppendPublishAckError(nil, 1, "bad \xff byte")
+	var a PublishAck
+	if err := DecodePublishAck(f[HeaderSize:], &a); err != nil || string(a.Message) != "bad \uFFFD byte" {
+		t.Fatalf("%q %v", a.Message, err)
+	}
+	if _, err := AppendEventBatch(nil, &EventBatch{Shared: true, WithPublishers: true, Publishers: [][]byte{{0xff}}, Payloads: [][]byte{{}}}); !errors.Is(err, ErrInvalidUTF8) {
+		t.Fatalf("invalid publisher: %v", err)
+	}
+	if _, err := AppendPublishBatch(nil, &PublishBatch{TenantID: []byte{0xff}}); !errors.Is(err, ErrInvalidUTF8) {
+		t.Fatalf("invalid tenant: %v", err)
+	}
+	if _, err := AppendPublishBatch(nil, &PublishBatch{Stream: make([]byte, 70000)}); !errors.Is(err, ErrTooLong) {
+		t.Fatalf("long stream: %v", err)
+	}
+	if _, err := AppendPublishBatch(nil, &PublishBatch{Acked: true, AckMode: 0}); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("ack mode 0: %v", err)
+	}
+}

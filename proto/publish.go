@@ -1,6 +1,9 @@
 package proto
 
-import "unicode/utf8"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // AckMode is the u8 ack_mode of an acked binary publish (spec/client-protocol.md §5.2).
 type AckMode uint8
@@ -215,8 +218,12 @@ func AppendPublishAckOK(dst []byte, requestID uint64) []byte {
 }
 
 // AppendPublishAckError appends a whole error-ack frame (flags 0x0010) carrying message.
-// A message longer than 65535 bytes is cut at the last UTF-8 boundary that fits.
+// Invalid UTF-8 in message becomes U+FFFD; a message longer than 65535 bytes is cut at the
+// last UTF-8 boundary that fits.
 func AppendPublishAckError(dst []byte, requestID uint64, message string) []byte {
+	if !utf8.ValidString(message) {
+		message = strings.ToValidUTF8(message, "\uFFFD")
+	}
 	message = truncateUTF8(message, 0xFFFF)
 	out, start := beginFrame(dst, FlagBinaryPublishAck)
 	out = append(out, byte(AckStatusError))
