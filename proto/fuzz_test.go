@@ -13,8 +13,12 @@ import (
 // vectorFrames returns the frames of the felix-wire vectors when present (fuzz seeds only;
 // the conformance test enforces their presence under CI).
 func vectorFrames(f *testing.F) [][]byte {
-	dir := filepath.Join("..", "..", "shared", "vectors", "felix-wire")
-	files, _ := filepath.Glob(filepath.Join(dir, "*.hex"))
+	wd, _ := os.Getwd()
+	v, err := findVectors(wd)
+	if err != nil {
+		return nil
+	}
+	files, _ := filepath.Glob(filepath.Join(v, "felix-wire", "*.hex"))
 	var out [][]byte
 	for _, p := range files {
 		raw, err := os.ReadFile(p)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,28 +17,62 @@ import (
 // go.mod). Missing: skip, or fail when CI=true.
 func vectorsDir(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	wd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
+	v, err := findVectors(wd)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("vectors missing under CI=true: %v", err)
+		}
+		t.Skipf("vectors missing: %v", err)
+	}
+	return v
+}
+
+// findVectors walks up from start to the directory holding go.mod and returns
+// <root>/../shared/vectors, or an error when either is missing.
+func findVectors(start string) (string, error) {
+	dir := start
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
 			break
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
+			return "", fmt.Errorf("no go.mod above %s", start)
 		}
 		dir = parent
 	}
 	v := filepath.Join(dir, "..", "shared", "vectors")
 	if _, err := os.Stat(v); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("vectors missing at %s under CI=true", v)
-		}
-		t.Skipf("vectors missing at %s", v)
+		return "", err
 	}
-	return v
+	return v, nil
+}
+
+func TestFindVectors(t *testing.T) {
+	root := t.TempDir()
+	repo := filepath.Join(root, "repo")
+	sub := filepath.Join(repo, "proto")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "go.mod"), []byte("module x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := findVectors(sub); err == nil {
+		t.Fatal("found vectors that do not exist")
+	}
+	want := filepath.Join(root, "shared", "vectors")
+	if err := os.MkdirAll(want, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, err := findVectors(sub)
+	if err != nil || filepath.Clean(got) != want {
+		t.Fatalf("findVectors = %q, %v; want %q", got, err, want)
+	}
 }
 
 type wireVector struct {
