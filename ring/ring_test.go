@@ -399,3 +399,28 @@ func TestInvalidOps(t *testing.T) {
 		}
 	})
 }
+
+func TestPollBadDescriptor(t *testing.T) {
+	forEachBackend(t, 8, func(t *testing.T, r Ring) {
+		got := run(t, r, Op{Code: OpPoll, FD: 1 << 20, Mode: unix.POLLIN, UserData: 3})
+		if !errors.Is(got[3].Err(), unix.EBADF) {
+			t.Fatalf("poll on a bad fd: Res %#x, want -EBADF", got[3].Res)
+		}
+	})
+}
+
+func TestWakeBeforeWaitEndsNextWaitOnly(t *testing.T) {
+	forEachBackend(t, 8, func(t *testing.T, r Ring) {
+		if err := r.Wake(); err != nil {
+			t.Fatal(err)
+		}
+		dst := make([]Completion, 2)
+		if n, err := r.Wait(dst, 1, 0); n != 0 || err != nil { // returns: the wake is pending
+			t.Fatalf("Wait = %d, %v", n, err)
+		}
+		// The wake was consumed: a bounded Wait now runs to its timeout.
+		if n, err := r.Wait(dst, 1, time.Millisecond); n != 0 || err != nil {
+			t.Fatalf("second Wait = %d, %v", n, err)
+		}
+	})
+}

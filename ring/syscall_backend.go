@@ -14,7 +14,9 @@ import (
 // syscallRing is the fallback backend: plain pwrite/pwritev/pread/preadv/
 // fsync/fdatasync/fallocate run synchronously in Submit, in prepared order,
 // honouring Link. Their buffers are only touched during that call, so there is
-// nothing to pin. OpTimeout runs on a runtime timer; OpPoll runs unix.Poll on a
+// nothing to pin. Submit blocks for as long as each op takes: a read of an
+// empty pipe or socket blocks it (poll first with OpPoll). OpTimeout runs on
+// a runtime timer; OpPoll runs unix.Poll on a
 // helper goroutine (one per pending poll) that also watches an eventfd which
 // Close signals, so Close ends every helper. Completions go to a bounded
 // queue that Wait drains.
@@ -243,6 +245,8 @@ func (r *syscallRing) startPoll(userData uint64, fd int32, events uint32) {
 				res = -int32(errnoValue(err))
 			case fds[1].Revents != 0:
 				return // ring closed: completion discarded
+			case fds[0].Revents&unix.POLLNVAL != 0:
+				res = -int32(unix.EBADF) // as io_uring's POLL_ADD answers
 			case fds[0].Revents == 0:
 				continue
 			}
@@ -291,6 +295,11 @@ func (r *syscallRing) Wait(dst []Completion, min int, timeout time.Duration) (in
 		return 0, err
 	}
 	n := r.pop(dst)
+	select {
+	case <-r.wakeCh: // a Wake since the last Wait ends this one, as on uring
+		return n + r.pop(dst[n:]), nil
+	default:
+	}
 	if n >= min || n == len(dst) {
 		return n, nil
 	}
