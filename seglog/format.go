@@ -45,9 +45,9 @@ const (
 // flagPublisher marks a v6 record whose body starts with u8 len ‖ publisher.
 const flagPublisher = 0x01
 
-var crcTable = crc32.MakeTable(crc32.IEEE)
+var crcTable = crc32.IEEETable
 
-func crcIEEE(b []byte) uint32 { return crc32.Checksum(b, crcTable) }
+func crcIEEE(b []byte) uint32 { return crc32.ChecksumIEEE(b) }
 
 func crcUpdate(c uint32, b []byte) uint32 { return crc32.Update(c, crcTable, b) }
 
