@@ -66,21 +66,25 @@ type ReadyInfo struct {
 // auth bootstrap, catalog (tenant/namespace "default" on a fresh node), engine with every
 // catalog stream, TLS, the QUIC listener and the HTTP listener. Nothing is served until
 // Run. Errors name the failing step; partial state is closed.
-func New(cfg *Config, logger *slog.Logger) (s *Server, err error) {
-	s = &Server{cfg: cfg, log: logger, metrics: metrics.NewSet()}
+func New(cfg *Config, logger *slog.Logger) (*Server, error) {
+	s := &Server{cfg: cfg, log: logger, metrics: metrics.NewSet()}
 	s.m = newServerMetrics(s.metrics)
 	s.shutdown, s.stop = context.WithCancel(context.Background())
-	defer func() {
-		if err != nil {
-			s.closeAll()
-		}
-	}()
+	if err := s.open(); err != nil {
+		s.closeAll()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) open() error {
+	cfg, logger := s.cfg, s.log
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("broker: data dir %s: %w", cfg.DataDir, err)
+		return fmt.Errorf("broker: data dir %s: %w", cfg.DataDir, err)
 	}
 	id, renewed, err := seglog.BeginRun(seglog.OSFS{}, cfg.DataDir, seglogFsync(cfg.FsyncMode), nil)
 	if err != nil {
-		return nil, fmt.Errorf("broker: run-state: %w", err)
+		return fmt.Errorf("broker: run-state: %w", err)
 	}
 	s.storageID = id
 	if renewed {
@@ -88,22 +92,22 @@ func New(cfg *Config, logger *slog.Logger) (s *Server, err error) {
 	}
 	s.authRes, err = auth.Bootstrap(auth.BootstrapOptions{DataDir: cfg.DataDir, Disabled: !cfg.Auth, Logger: logger})
 	if err != nil {
-		return nil, fmt.Errorf("broker: auth bootstrap: %w", err)
+		return fmt.Errorf("broker: auth bootstrap: %w", err)
 	}
 	if s.catalog, err = OpenCatalog(cfg.DataDir, nil); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.catalog.EnsureNamespace(Namespace{TenantID: auth.DefaultTenant, Namespace: auth.DefaultNamespace, DisplayName: auth.DefaultNamespace}); err != nil {
-		return nil, fmt.Errorf("broker: default namespace: %w", err)
+		return fmt.Errorf("broker: default namespace: %w", err)
 	}
 	if err := s.openEngine(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.openListeners(); err != nil {
-		return nil, err
+		return err
 	}
 	s.global = netq.NewByteBudget(cfg.PublishInflightBytes)
-	return s, nil
+	return nil
 }
 
 func seglogFsync(m FsyncMode) seglog.FsyncMode {

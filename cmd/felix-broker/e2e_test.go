@@ -1,0 +1,468 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"felix/auth"
+	"felix/broker"
+	"felix/netq"
+	"felix/proto"
+	"felix/seglog"
+)
+
+// eventReader reads one subscription's event uni stream.
+type eventReader struct {
+	t  *testing.T
+	st *quic.ReceiveStream
+	fr *netq.FrameReader
+	id uint64
+}
+
+func acceptEvents(t *testing.T, c *quic.Conn) *eventReader {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := c.AcceptUniStream(ctx)
+	if err != nil {
+		t.Fatalf("accept event stream: %v", err)
+	}
+	r := &eventReader{t: t, st: st, fr: netq.NewFrameReader(st, proto.DefaultMaxFrameBytes)}
+	h, body := r.frame()
+	if h.Flags != 0 {
+		t.Fatalf("first event frame flags %#x, want event_stream_hello", h.Flags)
+	}
+	m, err := proto.DecodeMessage(body)
+	hello, ok := m.(*proto.EventStreamHello)
+	if err != nil || !ok {
+		t.Fatalf("first event frame %s: %v", body, err)
+	}
+	r.id = hello.SubscriptionID
+	return r
+}
+
+func (r *eventReader) frame() (proto.Header, []byte) {
+	r.t.Helper()
+	r.st.SetReadDeadline(time.Now().Add(20 * time.Second))
+	h, err := r.fr.ReadHeader()
+	if err != nil {
+		r.t.Fatalf("event header: %v", err)
+	}
+	body, err := r.fr.ReadBody(h, nil)
+	if err != nil {
+		r.t.Fatalf("event body: %v", err)
+	}
+	return h, body
+}
+
+// records reads event batches until n records arrived; returns offset → payload.
+func (r *eventReader) records(n int) map[uint64]string {
+	r.t.Helper()
+	got := map[uint64]string{}
+	for len(got) < n {
+		h, body := r.frame()
+		var b proto.EventBatch
+		if err := proto.DecodeEventBatch(h.Flags, body, &b); err != nil {
+			r.t.Fatalf("event batch flags %#x: %v", h.Flags, err)
+		}
+		if !b.WithOffsets {
+			r.t.Fatalf("batch without offsets (flags %#x)", h.Flags)
+		}
+		for i, p := range b.Payloads {
+			off := b.BaseOffset + uint64(i)
+			if _, dup := got[off]; dup {
+				r.t.Fatalf("offset %d delivered twice", off)
+			}
+			got[off] = string(p)
+		}
+	}
+	return got
+}
+
+const v1Flags = uint16(0x003F)
+
+func TestPublishSubscribeReplay(t *testing.T) {
+	b := startBroker(t, "")
+	b.createStream("default", "default", "orders", true)
+	c := b.dial()
+	ctl := openStream(t, c)
+	ok, isOK := ctl.auth("default", b.token, flagsPtr(v1Flags), "error_codes").(*proto.AuthOK)
+	if !isOK || ok.ServerFlags != broker.ServerFlags {
+		t.Fatalf("auth answer %+v", ok)
+	}
+	// Five acked JSON publishes.
+	for i := 0; i < 5; i++ {
+		id := uint64(100 + i)
+		ctl.send(&proto.Publish{TenantID: "default", Namespace: "default", Stream: "orders", Payload: []byte(fmt.Sprintf("json-%d", i)), RequestID: &id})
+		m := ctl.msg()
+		pok, isOK := m.(*proto.PublishOK)
+		if !isOK || pok.RequestID != id || pok.FirstOffset == nil || *pok.FirstOffset != uint64(i) {
+			t.Fatalf("publish %d answer %T %+v", i, m, m)
+		}
+	}
+	// One acked binary batch of five.
+	batch := &proto.PublishBatch{Acked: true, RequestID: 7, AckMode: proto.AckPerBatch,
+		TenantID: []byte("default"), Namespace: []byte("default"), Stream: []byte("orders")}
+	for i := 0; i < 5; i++ {
+		batch.Payloads = append(batch.Payloads, []byte(fmt.Sprintf("bin-%d", i)))
+	}
+	frame, err := proto.AppendPublishBatch(nil, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl.raw(frame)
+	h, body, err := ctl.next()
+	var ack proto.PublishAck
+	if err != nil || h.Flags != proto.FlagBinaryPublishAck || proto.DecodePublishAck(body, &ack) != nil || ack.Status != proto.AckStatusOK || ack.RequestID != 7 {
+		t.Fatalf("binary ack: flags %#x %+v %v", h.Flags, ack, err)
+	}
+
+	// Replay from the start, then live.
+	ctl.send(&proto.Subscribe{TenantID: "default", Namespace: "default", Stream: "orders", Start: &proto.Start{Kind: proto.StartEarliest}})
+	events := acceptEvents(t, c)
+	sub, isSub := ctl.msg().(*proto.Subscribed)
+	if !isSub || sub.SubscriptionID != events.id {
+		t.Fatalf("subscribed %+v, hello id %d", sub, events.id)
+	}
+	got := events.records(10)
+	for i := 0; i < 5; i++ {
+		if got[uint64(i)] != fmt.Sprintf("json-%d", i) || got[uint64(5+i)] != fmt.Sprintf("bin-%d", i) {
+			t.Fatalf("replayed %v", got)
+		}
+	}
+	live := uint64(200)
+	ctl.send(&proto.Publish{TenantID: "default", Namespace: "default", Stream: "orders", Payload: []byte("live"), RequestID: &live})
+	if _, ok := ctl.msg().(*proto.PublishOK); !ok {
+		t.Fatal("live publish not acked")
+	}
+	if got := events.records(1); got[10] != "live" {
+		t.Fatalf("live record %v", got)
+	}
+
+	// Cursor errors: in_future and a second subscription from an exact offset.
+	ctl.send(&proto.Subscribe{TenantID: "default", Namespace: "default", Stream: "orders", Start: &proto.Start{Kind: proto.StartOffset, Offset: 99}})
+	ce, isCE := ctl.msg().(*proto.SubscribeCursorError)
+	if !isCE || ce.Reason != proto.CursorInFuture || ce.Available != 11 {
+		t.Fatalf("in_future answer %+v", ce)
+	}
+	ctl.send(&proto.Subscribe{TenantID: "default", Namespace: "default", Stream: "orders", Start: &proto.Start{Kind: proto.StartOffset, Offset: 8}})
+	ev2 := acceptEvents(t, c)
+	if _, ok := ctl.msg().(*proto.Subscribed); !ok {
+		t.Fatal("second subscribe not confirmed")
+	}
+	if got := ev2.records(3); got[8] != "bin-3" || got[10] != "live" {
+		t.Fatalf("resume from 8: %v", got)
+	}
+	// Unknown stream: not_found (no auto-create by default).
+	ctl.send(&proto.Subscribe{TenantID: "default", Namespace: "default", Stream: "nope"})
+	expectError(t, ctl.msg(), proto.CodeNotFound, "")
+}
+
+func TestLegacyClientGetsPlainOK(t *testing.T) {
+	b := startBroker(t, "")
+	ctl := openStream(t, b.dial())
+	if _, ok := ctl.auth("default", b.token, nil).(*proto.OK); !ok {
+		t.Fatal("legacy auth (no client_flags) not answered with ok")
+	}
+	ctl.send(&proto.Publish{TenantID: "default", Namespace: "default", Stream: "x", Payload: []byte("p")})
+	expectError(t, ctl.msg(), proto.CodeMalformed, "missing request_id for acked publish")
+	expectError(t, ctl.auth("default", b.token, nil), proto.CodeUnauthorized, "auth already established")
+}
+
+func TestAuthEndToEnd(t *testing.T) {
+	b := startBroker(t, "")
+	b.createStream("default", "default", "orders", true)
+	if code, out := b.admin("POST", "/v1/tenants", "", map[string]any{"tenant_id": "other"}); code != http.StatusCreated {
+		t.Fatalf("create tenant: %d %s", code, out)
+	}
+	otherAdmin, err := auth.IssueToken(b.dataDir, "other", "ops", auth.AdminPermissions("other"), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readOnly, err := auth.IssueToken(b.dataDir, "default", "reader", []string{"stream.subscribe:stream:default/default/*"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.dial()
+
+	// No token / bad token: refused, and the stream stays unauthenticated.
+	s1 := openStream(t, c)
+	expectError(t, s1.auth("default", "", flagsPtr(v1Flags)), proto.CodeUnauthorized, "")
+	id := uint64(1)
+	s1.send(&proto.Publish{TenantID: "default", Namespace: "default", Stream: "orders", Payload: []byte("x"), RequestID: &id})
+	expectError(t, s1.msg(), proto.CodeUnauthorized, "auth required")
+
+	// Tenant other's token cannot touch tenant default.
+	s2 := openStream(t, c)
+	expectError(t, s2.auth("default", otherAdmin, flagsPtr(v1Flags)), proto.CodeUnauthorized, "tenant mismatch")
+	s3 := openStream(t, c)
+	if _, ok := s3.auth("other", otherAdmin, flagsPtr(v1Flags)).(*proto.AuthOK); !ok {
+		t.Fatal("other's admin refused in its own tenant")
+	}
+	s3.send(&proto.Publish{TenantID: "default", Namespace: "default", Stream: "orders", Payload: []byte("x"), RequestID: &id})
+	if pe, ok := s3.msg().(*proto.PublishError); !ok || pe.Message != "tenant mismatch" || pe.RequestID != 1 {
+		t.Fatalf("cross-tenant publish: %+v", pe)
+	}
+	s3.send(&proto.Subscribe{TenantID: "default", Namespace: "default", Stream: "orders"})
+	expectError(t, s3.msg(), proto.CodeUnauthorized, "tenant mismatch")
+
+	// Missing permission: forbidden, before existence (unknown stream says forbidden too).
+	s4 := openStream(t, c)
+	s4.auth("default", readOnly, flagsPtr(v1Flags))
+	for _, stream := range []string{"orders", "does-not-exist"} {
+		s4.send(&proto.Publish{TenantID: "default", Namespace: "default", Stream: stream, Payload: []byte("x"), RequestID: &id})
+		if pe, ok := s4.msg().(*proto.PublishError); !ok || pe.Message != "forbidden" || pe.Code != proto.CodeUnauthorized {
+			t.Fatalf("publish without permission to %s: %+v", stream, pe)
+		}
+	}
+
+	// Admin API: no token 401, other tenant 403, unknown stream 404 for a permitted caller.
+	if code, _ := b.admin("GET", "/v1/tenants/default/namespaces/default/streams", "-", nil); code != http.StatusUnauthorized {
+		t.Fatalf("admin without token: %d", code)
+	}
+	if code, _ := b.admin("GET", "/v1/tenants/default/namespaces/default/streams", otherAdmin, nil); code != http.StatusForbidden {
+		t.Fatalf("admin with other tenant's token: %d", code)
+	}
+	if code, _ := b.admin("POST", "/v1/tenants/default/namespaces/default/streams", readOnly, map[string]any{"stream": "s"}); code != http.StatusForbidden {
+		t.Fatalf("create stream without stream.manage: %d", code)
+	}
+	if code, _ := b.admin("GET", "/v1/tenants/default/namespaces/default/streams/nope", "", nil); code != http.StatusNotFound {
+		t.Fatalf("unknown stream: %d", code)
+	}
+	code, out := b.admin("GET", "/v1/tenants/other/.well-known/jwks.json", "-", nil)
+	var jwks auth.JWKS
+	if code != http.StatusOK || json.Unmarshal(out, &jwks) != nil || len(jwks.Keys) == 0 {
+		t.Fatalf("jwks: %d %s", code, out)
+	}
+}
+
+func TestBadFramesGetTypedAnswers(t *testing.T) {
+	b := startBroker(t, "", "FELIX_MAX_STREAMS_PER_CONN=8", "FELIX_MAX_FRAME_BYTES=65536")
+	b.createStream("default", "default", "orders", false)
+	c := b.dial()
+	healthy := openStream(t, c)
+	healthy.auth("default", b.token, flagsPtr(v1Flags))
+	checkHealthy := func(step string) {
+		t.Helper()
+		id := uint64(42)
+		healthy.send(&proto.Publish{TenantID: "default", Namespace: "default", Stream: "orders", Payload: []byte(step), RequestID: &id})
+		if _, ok := healthy.msg().(*proto.PublishOK); !ok {
+			t.Fatalf("after %s the healthy stream stopped working", step)
+		}
+	}
+
+	expectReset := func(f *frameStream, step string) {
+		t.Helper()
+		expectError(t, f.msg(), proto.CodeMalformed, "")
+		_, _, err := f.next()
+		var se *quic.StreamError
+		if !errors.As(err, &se) && !errors.Is(err, io.EOF) {
+			t.Fatalf("%s: stream not ended after the error: %v", step, err)
+		}
+	}
+
+	// Unknown flag bit.
+	s := openStream(t, c)
+	s.auth("default", b.token, flagsPtr(v1Flags))
+	s.raw(proto.AppendHeader(nil, 0x0040, 0))
+	expectReset(s, "unknown flag")
+	checkHealthy("unknown flag")
+
+	// Oversize length (over FELIX_MAX_FRAME_BYTES): refused before the body is read.
+	s = openStream(t, c)
+	s.raw(proto.AppendHeader(nil, 0, 1<<20))
+	expectReset(s, "oversize")
+	checkHealthy("oversize")
+
+	// Garbage after auth: typed error, and the stream carries on.
+	s = openStream(t, c)
+	s.auth("default", b.token, flagsPtr(v1Flags))
+	s.raw(append(proto.AppendHeader(nil, 0, 9), []byte("{garbage!")...))
+	expectError(t, s.msg(), proto.CodeMalformed, "")
+	bad := proto.AppendHeader(nil, proto.FlagBinaryPublishBatch, 4)
+	s.raw(append(bad, 0, 9, 0, 0))
+	expectError(t, s.msg(), proto.CodeMalformed, "")
+	id := uint64(5)
+	s.send(&proto.Publish{TenantID: "default", Namespace: "default", Stream: "orders", Payload: []byte("after"), RequestID: &id})
+	if _, ok := s.msg().(*proto.PublishOK); !ok {
+		t.Fatal("stream unusable after a malformed frame")
+	}
+	// A B→C layout sent by a client.
+	s.raw(proto.AppendPublishAckOK(nil, 1))
+	expectError(t, s.msg(), proto.CodeMalformed, "")
+	checkHealthy("garbage")
+
+	// A flood of streams: QUIC grants at most FELIX_MAX_STREAMS_PER_CONN; the rest are refused
+	// by flow control, never by a crash, and the connection keeps working.
+	var opened []*quic.Stream
+	var limitErr error
+	for i := 0; i < 64; i++ {
+		st, err := c.OpenStream()
+		if err != nil {
+			limitErr = err
+			break
+		}
+		st.Write(proto.AppendHeader(nil, 0, 0)[:6]) // half a header: the stream stays open
+		opened = append(opened, st)
+	}
+	var sl *quic.StreamLimitReachedError
+	if !errors.As(limitErr, &sl) || len(opened) > 8 {
+		t.Fatalf("stream flood: opened %d, err %v", len(opened), limitErr)
+	}
+	for _, st := range opened {
+		st.CancelWrite(0)
+		st.CancelRead(0)
+	}
+	checkHealthy("flood")
+
+	// Another connection is unaffected throughout.
+	other := openStream(t, b.dial())
+	if _, ok := other.auth("default", b.token, flagsPtr(v1Flags)).(*proto.AuthOK); !ok {
+		t.Fatal("second connection refused")
+	}
+}
+
+func TestSIGTERMDrainKeepsAckedRecords(t *testing.T) {
+	b := startBroker(t, "", "FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS=20000")
+	b.createStream("default", "default", "orders", true)
+	c := b.dial()
+	const publishers = 4
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	var wg sync.WaitGroup
+	started := make(chan struct{}, publishers)
+	for p := 0; p < publishers; p++ {
+		ctl := openStream(t, c)
+		if _, ok := ctl.auth("default", b.token, flagsPtr(v1Flags)).(*proto.AuthOK); !ok {
+			t.Fatal("auth")
+		}
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			// Pipeline publishes without waiting, then read acks until the stream ends.
+			go func() {
+				for i := 0; ; i++ {
+					id := uint64(i)
+					frame := proto.AppendMessage(nil, &proto.Publish{TenantID: "default", Namespace: "default", Stream: "orders",
+						Payload: []byte(fmt.Sprintf("p%d-%d", p, i)), RequestID: &id})
+					if _, err := ctl.st.Write(frame); err != nil {
+						return
+					}
+					if i == 20 {
+						started <- struct{}{}
+					}
+				}
+			}()
+			for {
+				h, body, err := ctl.next()
+				if err != nil {
+					return
+				}
+				if h.Flags != 0 {
+					continue
+				}
+				m, _ := proto.DecodeMessage(body)
+				if ok, isOK := m.(*proto.PublishOK); isOK {
+					mu.Lock()
+					acked[fmt.Sprintf("p%d-%d", p, ok.RequestID)] = true
+					mu.Unlock()
+				}
+			}
+		}(p)
+	}
+	for p := 0; p < publishers; p++ {
+		<-started
+	}
+	if code := b.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+	wg.Wait()
+	st, err := seglog.ReadRunState(seglog.OSFS{}, b.dataDir)
+	if err != nil || !st.Found || !st.CleanStop {
+		t.Fatalf("run-state after drain: %+v %v", st, err)
+	}
+	if !strings.Contains(b.logs.String(), "stopped cleanly") {
+		t.Fatal("no clean-stop log line")
+	}
+	mu.Lock()
+	n := len(acked)
+	mu.Unlock()
+	if n == 0 {
+		t.Fatal("no publish was acknowledged before the drain")
+	}
+
+	// Restart on the same data: every acknowledged record is there.
+	b2 := startBroker(t, b.dataDir)
+	c2 := b2.dial()
+	ctl := openStream(t, c2)
+	ctl.auth("default", b2.token, flagsPtr(v1Flags))
+	ctl.send(&proto.Subscribe{TenantID: "default", Namespace: "default", Stream: "orders", Start: &proto.Start{Kind: proto.StartEarliest}})
+	events := acceptEvents(t, c2)
+	ctl.msg()
+	// Read everything retained: the tail is the count of durable records.
+	ctl.send(&proto.Subscribe{TenantID: "default", Namespace: "default", Stream: "orders", Start: &proto.Start{Kind: proto.StartOffset, Offset: 1 << 40}})
+	ce, ok := ctl.msg().(*proto.SubscribeCursorError)
+	if !ok {
+		t.Fatal("no cursor error for a far offset")
+	}
+	stored := events.records(int(ce.Available))
+	present := map[string]bool{}
+	for _, p := range stored {
+		present[p] = true
+	}
+	for k := range acked {
+		if !present[k] {
+			t.Fatalf("acknowledged record %s lost (%d acked, %d stored)", k, n, len(stored))
+		}
+	}
+	t.Logf("%d acknowledged, %d stored after restart", n, len(stored))
+}
+
+func TestOpsEndpointsAndPrintConfig(t *testing.T) {
+	b := startBroker(t, "")
+	for path, want := range map[string]string{"/live": "ok", "/ready": "ok", "/replication/halted": "[]", "/metrics": "felix_broker_connections_total"} {
+		resp, err := http.Get("http://" + b.info.HTTPAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Fatalf("%s: %d %q", path, resp.StatusCode, body)
+		}
+	}
+	if resp, err := http.Get("http://" + b.info.HTTPAddr + "/debug/pprof/"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("pprof: %v", err)
+	}
+
+	cmd := exec.Command(brokerBin, "--print-config", "--quic-bind", "127.0.0.1:7001")
+	cmd.Env = append(cmd.Environ(), "FELIX_LOG_FORMAT=json")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("--print-config: %v", err)
+	}
+	for _, line := range []string{"FELIX_QUIC_BIND", "127.0.0.1:7001", "flag", "FELIX_LOG_FORMAT", "json", "env", "FELIX_DURABLE_FSYNC_MODE", "on_commit", "default"} {
+		if !bytes.Contains(out, []byte(line)) {
+			t.Fatalf("--print-config lacks %q:\n%s", line, out)
+		}
+	}
+	bad := exec.Command(brokerBin, "--print-config")
+	bad.Env = append(bad.Environ(), "FELIX_DURABLE_FSYNC_MODE=sometimes")
+	out, err = bad.CombinedOutput()
+	if err == nil || !bytes.Contains(out, []byte("FELIX_DURABLE_FSYNC_MODE")) {
+		t.Fatalf("invalid value accepted or unnamed: %v %s", err, out)
+	}
+}
