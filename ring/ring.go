@@ -21,6 +21,19 @@
 // io_uring (ENOSYS, EPERM from a seccomp profile, EACCES or
 // kernel.io_uring_disabled, missing features). The choice is logged once per
 // process with log/slog and exported as the gauge felix_io_backend.
+//
+// The io_uring backend (uring*.go): io_uring_setup with a CQ of twice the
+// SQ (IORING_SETUP_CQSIZE) and SINGLE_ISSUER|DEFER_TASKRUN for thread-locked
+// owners, else COOP_TASKRUN|TASKRUN_FLAG, each retried without on EINVAL;
+// requires IORING_FEAT_NODROP and EXT_ARG and probes every opcode it uses
+// (IORING_REGISTER_PROBE). The SQ ring, CQ ring and SQE array are mmap'd (one
+// ring mapping under IORING_FEAT_SINGLE_MMAP). Memory ordering: SQEs are
+// written with plain stores, then the SQ tail is published with an atomic
+// store (release), and the kernel's SQ head read with an atomic load; CQEs are
+// read after an atomic load of the CQ tail (acquire) and released by an
+// atomic store of the CQ head. Blocking waits use io_uring_enter(GETEVENTS)
+// with IORING_ENTER_EXT_ARG for the timeout; Wake writes an eventfd on which
+// an IORING_OP_READ is kept armed under a reserved user_data (see tagWake).
 package ring
 
 import (
