@@ -98,7 +98,10 @@ func FuzzDecodePublishBatch(f *testing.F) {
 		case 0x0009, 0x2009:
 			err = DecodeAckedPublishBatch(b, flags == 0x2009, &dst)
 		default:
-			_, err = DecodeAckedPrefix(b)
+			_, _ = DecodeAckedPrefix(b)
+			if DecodePublish(flags, b, &dst) == nil {
+				t.Fatalf("DecodePublish accepted flags %#x", flags)
+			}
 			return
 		}
 		if err != nil {
