@@ -16,6 +16,7 @@
 //   - TokenVerifier: checks a token (EdDSA only, kid lookup, iss/aud/exp with 60 s leeway,
 //     nbf when present) and caches the verified Principal until the token expires, so a
 //     repeated Verify is one map lookup.
+//   - JWKSKeySource: a KeySource fed with JWKS documents (ParseJWKS) from the control plane.
 //   - Principal.Allow: the per-operation check, spec §4 glob plus §2 inheritance.
 //   - Bootstrap: the single-node day-0 path (tenant "default", admin token file) and the
 //     FELIX_AUTH=off mode.
