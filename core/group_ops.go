@@ -274,7 +274,7 @@ func (o *groupPollOp) answer(err error) {
 }
 
 // readLeased reads the payloads of leases (one log read per run of consecutive
-// offsets) into one buffer. Records deleted by retention since they were leased are
+// offsets) into one buffer, so a poll allocates a few times, not once per record. Records deleted by retention since they were leased are
 // left out.
 func readLeased(log shardLog, leases []groups.Lease) ([]GroupRecord, error) {
 	recs := make([]GroupRecord, 0, len(leases))
@@ -289,6 +289,9 @@ func readLeased(log shardLog, leases []groups.Lease) ([]GroupRecord, error) {
 		err := log.ReadCommitted(leases[i].Offset, 1<<30, func(off uint64, ts int64, p []byte) bool {
 			if off != leases[k].Offset {
 				return false
+			}
+			if buf == nil { // one buffer per poll, sized for records like the first
+				buf = make([]byte, 0, len(p)*len(leases))
 			}
 			buf = append(buf, p...)
 			ends = append(ends, len(buf))

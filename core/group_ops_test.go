@@ -312,3 +312,81 @@ func ackSync(t *testing.T, e *Engine, req GroupAckRequest) {
 		t.Fatal("ack not answered")
 	}
 }
+
+// BenchmarkGroupPollAck: consumers of one group poll batches of 100 records of 1 KiB
+// and ack them, on a real engine (seglog disk, periodic fsync). One op = one record
+// polled and acked. The records are published before the timer starts.
+func BenchmarkGroupPollAck(b *testing.B) {
+	for _, consumers := range []int{1, 4} {
+		b.Run(fmt.Sprintf("consumers=%d/batch=100/1KiB", consumers), func(b *testing.B) {
+			benchGroupPollAck(b, consumers, 100)
+		})
+	}
+}
+
+func benchGroupPollAck(b *testing.B, consumers, batch int) {
+	e, err := NewEngine(Config{Cores: 1, DataDir: b.TempDir(), NoPinning: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	if err := e.CreateStream(groupSpec); err != nil {
+		b.Fatal(err)
+	}
+	payload := make([]byte, 1024)
+	pub := make([][]byte, 1000)
+	for i := range pub {
+		pub[i] = payload
+	}
+	for n := 0; n < b.N; n += len(pub) {
+		if _, err := publishSync(b, e, &PublishRequest{Stream: testStream, Payloads: pub}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(1024)
+	b.ReportAllocs()
+	b.ResetTimer()
+	errs := make(chan error, consumers)
+	share := (b.N + consumers - 1) / consumers
+	for c := 0; c < consumers; c++ {
+		go func(c int) { errs <- consumeGroup(e, uint64(c+1), share, batch) }(c)
+	}
+	for c := 0; c < consumers; c++ {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// consumeGroup polls and acks until it has acked want records (or the shard runs dry).
+func consumeGroup(e *Engine, consumer uint64, want, batch int) error {
+	polled := make(chan []GroupRecord, 1)
+	acked := make(chan error, 1)
+	perr := make(chan error, 1)
+	refs := make([]groups.Ref, 0, batch)
+	for done := 0; done < want; {
+		req := GroupPollRequest{Stream: testStream, Group: "bench", Consumer: consumer, MaxRecords: min(batch, want-done)}
+		if err := e.GroupPoll(req, func(r []GroupRecord, err error) { perr <- err; polled <- r }); err != nil {
+			return err
+		}
+		if err := <-perr; err != nil {
+			return err
+		}
+		recs := <-polled
+		if len(recs) == 0 {
+			return nil
+		}
+		refs = refs[:0]
+		for _, r := range recs {
+			refs = append(refs, groups.Ref{Offset: r.Offset, Delivery: r.Delivery})
+		}
+		if err := e.GroupAck(GroupAckRequest{Stream: testStream, Group: "bench", Consumer: consumer, Refs: refs}, func(err error) { acked <- err }); err != nil {
+			return err
+		}
+		if err := <-acked; err != nil {
+			return err
+		}
+		done += len(recs)
+	}
+	return nil
+}
