@@ -224,13 +224,19 @@ func (v *TokenVerifier) CachedEntries() int {
 
 // Authenticate runs the broker's auth-frame check (spec/auth.md §4 steps 1–5): verify token
 // with v, then require the token's tid to equal tenantID. Errors: the Verify errors
-// (ErrUnauthorized) or ErrTenantMismatch. The allow-all principal passes for any tenant.
+// (ErrUnauthorized) or ErrTenantMismatch. With DisabledVerifier it returns an allow-all
+// principal whose Tenant is tenantID.
 func Authenticate(v Verifier, tenantID, token string) (*Principal, error) {
 	p, err := v.Verify(token)
 	if err != nil {
 		return nil, err
 	}
-	if !p.allowAll && p.Tenant != tenantID {
+	if p.allowAll {
+		// FELIX_AUTH=off: a principal of the requested tenant, so the broker can read
+		// p.Tenant as it does with auth on.
+		return &Principal{Tenant: tenantID, Subject: p.Subject, allowAll: true}, nil
+	}
+	if p.Tenant != tenantID {
 		return nil, ErrTenantMismatch
 	}
 	return p, nil

@@ -295,7 +295,7 @@ func TestCacheHitIsSharedAndBounded(t *testing.T) {
 func TestDisabledVerifierAllowsEverything(t *testing.T) {
 	for _, token := range []string{"", "garbage"} {
 		p, err := Authenticate(DisabledVerifier{}, "any-tenant", token)
-		if err != nil || !p.AllowsAll() {
+		if err != nil || !p.AllowsAll() || p.Tenant != "any-tenant" {
 			t.Fatalf("disabled: %v %v", p, err)
 		}
 		if err := p.Allow(ActionCacheWrite, "other-tenant", "ns", "c"); err != nil {
