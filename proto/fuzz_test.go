@@ -178,6 +178,9 @@ func FuzzDecodeInternal(f *testing.F) {
 		f.Add(uint16(k), body)
 	}
 	f.Fuzz(func(t *testing.T, kind uint16, b []byte) {
+		if v, err := DecodeCounterValue(b); err == nil && !bytes.Equal(AppendCounterValue(nil, v), b) {
+			t.Fatalf("counter value round trip %x", b)
+		}
 		m, err := DecodeInternal(Kind(kind), b)
 		if err != nil {
 			return
