@@ -125,12 +125,7 @@ func (w *producerWindow) abort(s *streamShard, e *producerEntry, err error) {
 // logProducer stages e's key record in the producers log (no allocation:
 // the scratch buffer is copied by Append).
 func (s *streamShard) logProducer(e *producerEntry) {
-	b := s.producerScratch[:0]
-	b = append(b, byte(len(e.key.id)))
-	b = append(b, e.key.id...)
-	b = binary.BigEndian.AppendUint64(b, e.key.sequence)
-	b = binary.BigEndian.AppendUint64(b, e.first)
-	b = binary.BigEndian.AppendUint64(b, e.last)
+	b := appendProducerRecord(s.producerScratch[:0], e.key, e.first, e.last)
 	s.producerScratch = b
 	s.producerArgs[0] = b
 	if err := s.producerLog.Append(s.producerArgs[:], s.c.clock.WallMicros(), s.onLogged); err != nil {
@@ -157,6 +152,15 @@ func (s *streamShard) producerLogged(_, _ uint64, err error) {
 	e.logged = true
 	s.producers.settle(s, e)
 	s.tryClose()
+}
+
+// appendProducerRecord appends the key record of key at [first, last].
+func appendProducerRecord(dst []byte, key producerKey, first, last uint64) []byte {
+	dst = append(dst, byte(len(key.id)))
+	dst = append(dst, key.id...)
+	dst = binary.BigEndian.AppendUint64(dst, key.sequence)
+	dst = binary.BigEndian.AppendUint64(dst, first)
+	return binary.BigEndian.AppendUint64(dst, last)
 }
 
 // errBadProducerRecord marks a key record that does not parse.

@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -239,14 +238,10 @@ func TestProducerWindowIsBounded(t *testing.T) {
 }
 
 func TestProducerRecordRoundTrip(t *testing.T) {
-	var s streamShard
-	e := &producerEntry{key: producerKey{"prod", 9}, first: 10, last: 12}
-	b := append([]byte{byte(len(e.key.id))}, e.key.id...)
-	b = binary.BigEndian.AppendUint64(b, 9)
-	b = binary.BigEndian.AppendUint64(b, 10)
-	b = binary.BigEndian.AppendUint64(b, 12)
+	want := producerKey{"prod", 9}
+	b := appendProducerRecord(nil, want, 10, 12)
 	key, first, last, err := decodeProducerRecord(b)
-	if err != nil || key != e.key || first != 10 || last != 12 {
+	if err != nil || key != want || first != 10 || last != 12 {
 		t.Fatalf("%v %d %d %v", key, first, last, err)
 	}
 	for _, bad := range [][]byte{nil, b[:len(b)-1], append(b, 0)} {
@@ -254,5 +249,7 @@ func TestProducerRecordRoundTrip(t *testing.T) {
 			t.Fatalf("bad record accepted: %x", bad)
 		}
 	}
-	_ = s
+	if _, _, _, err := decodeProducerRecord(appendProducerRecord(nil, want, 12, 10)); err == nil {
+		t.Fatal("record with last < first accepted")
+	}
 }
