@@ -141,6 +141,17 @@ func (e *Engine) Redrive(req RedriveRequest, done func(int, error)) error {
 	}, func(err error) { done(n, err) })
 }
 
+// CreateGroup creates a group on one stream shard with cfg (zero fields take the
+// defaults of docs/groups.md), starting at the shard's oldest retained offset. An
+// existing group is left as it is (nil). done runs once the create record is durable.
+// Errors: ErrInvalid wrapping groups.ErrInvalidGroupName / ErrInvalidRequest /
+// ErrGroupIDCollision, and those of GroupPoll.
+func (e *Engine) CreateGroup(name StreamName, shard int, group string, cfg groups.GroupConfig, done func(error)) error {
+	return e.groupOp(name, shard, func(gs *groupShard, _ int64) (groups.Token, error) {
+		return gs.sm.CreateGroup(group, cfg, gs.stream.records.EarliestOffset())
+	}, done)
+}
+
 // groupStreamShard returns the durable stream shard a group operation targets.
 func (e *Engine) groupStreamShard(name StreamName, shard int) (*streamShard, error) {
 	meta := e.lookup(name)

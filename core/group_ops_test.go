@@ -197,6 +197,32 @@ func TestGroupLeaseExpiryRedeliversThenDeadLetters(t *testing.T) {
 	wantRecords(t, h.groupPoll("g", 1, 1, 0), 0)
 }
 
+func TestGroupCreateWithConfig(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), nil)
+	h.create(groupSpec)
+	h.publishN("a", 1)
+	a := &groupAnswer{}
+	if err := h.e.CreateGroup(testStream, 0, "g", groups.GroupConfig{MaxDeliveries: 1, VisibilityTimeoutMillis: 10}, a.plain); err != nil {
+		t.Fatal(err)
+	}
+	h.step(3)
+	if a.calls != 1 || a.err != nil {
+		t.Fatalf("create: %+v", a)
+	}
+	wantRecords(t, h.groupPoll("g", 1, 1, 0), 0)
+	h.clock.advance(10 * time.Millisecond)
+	h.step(3) // one delivery allowed: the expiry dead-letters it
+	wantRecords(t, h.groupPoll("g", 1, 1, 0))
+	var list []groups.DeadLetter
+	if err := h.e.DeadLetters(DeadLettersRequest{Stream: testStream, Group: "g", Limit: 5}, func(l []groups.DeadLetter, _ uint64, _ error) { list = l }); err != nil {
+		t.Fatal(err)
+	}
+	h.step(3)
+	if len(list) != 1 || list[0].Deliveries != 1 {
+		t.Fatalf("dead letters %+v", list)
+	}
+}
+
 func TestGroupLateAckRefused(t *testing.T) {
 	h := newHarness(t, 1, newFakeStore(), nil)
 	h.create(groupSpec)

@@ -26,7 +26,6 @@ const (
 	seqEntryLen           = 16 // u64 offset, u64 dead-letter log offset
 	checkpointPrefixLen   = 8  // u64 frontier
 	createFixedLen        = 2 + 8 + 4 + 4 + 4 + 4
-	maxCursorRecordLength = 64 << 20 // spec/storage-format.md §2.4 MAX_PAYLOAD_BYTES
 )
 
 // CursorKind is the kind byte of a cursor log record.
