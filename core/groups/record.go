@@ -17,15 +17,15 @@ import (
 //	26 u32 count                number of entries
 //	30 ...                      body, by kind
 const (
-	CursorRecordVersion   = 3
-	CursorHeaderLen       = 30
-	DeadLetterVersion     = 1
-	DeadLetterRecordLen   = 30
-	deliverEntryLen       = 12 // u64 offset, u32 delivery
-	ackEntryLen           = 8  // u64 offset
-	seqEntryLen           = 16 // u64 offset, u64 dead-letter log offset
-	checkpointPrefixLen   = 8  // u64 frontier
-	createFixedLen        = 2 + 8 + 4 + 4 + 4 + 4
+	CursorRecordVersion = 3
+	CursorHeaderLen     = 30
+	DeadLetterVersion   = 1
+	DeadLetterRecordLen = 30
+	deliverEntryLen     = 12 // u64 offset, u32 delivery
+	ackEntryLen         = 8  // u64 offset
+	seqEntryLen         = 16 // u64 offset, u64 dead-letter log offset
+	checkpointPrefixLen = 8  // u64 frontier
+	createFixedLen      = 2 + 8 + 4 + 4 + 4 + 4
 )
 
 // CursorKind is the kind byte of a cursor log record.
