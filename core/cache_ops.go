@@ -745,6 +745,9 @@ func (e *Engine) CacheWatch(req CacheWatchRequest) (*CacheWatcher, error) {
 	if w.limit <= 0 {
 		w.limit = cacheWatchQueue
 	}
+	if req.From == nil {
+		close(w.histReady) // no history; a resumed watch has exactly one shard, which closes it
+	}
 	for _, cs := range shards {
 		err := e.runOn(cs.c, func(c *core) error { return cs.addWatch(w, req.From) })
 		if err != nil {
@@ -778,7 +781,10 @@ func (cs *cacheShard) addWatch(w *CacheWatcher, from *uint64) error {
 		return cacheError(err)
 	}
 	cs.watchers[w.ID] = w
-	if from == nil || *from == liveStart {
+	if from == nil {
+		return nil
+	}
+	if *from == liveStart {
 		close(w.histReady)
 		return nil
 	}

@@ -1,0 +1,289 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"felix/core/cache"
+)
+
+var testCache = CacheName{Tenant: "t1", Namespace: "default", Cache: "primary"}
+
+// cacheReply records the answer of one cache operation.
+type cacheReply struct {
+	calls int
+	value []byte
+	found bool
+	sum   int64
+	err   error
+}
+
+func (r *cacheReply) put(err error) { r.calls++; r.err = err }
+func (r *cacheReply) get(v []byte, found bool, err error) {
+	r.calls++
+	r.value, r.found, r.err = v, found, err
+}
+func (r *cacheReply) counter(sum int64, err error) { r.calls++; r.sum, r.err = sum, err }
+
+func createCache(t *testing.T, h *harness, shards int, durable bool) {
+	t.Helper()
+	if err := h.e.CreateCache(CacheSpec{Name: testCache, Shards: shards, Durable: durable}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func cachePut(t *testing.T, h *harness, key, value string, ttl cache.TTL) *cacheReply {
+	t.Helper()
+	r := &cacheReply{}
+	if err := h.e.CachePut(testCache, []byte(key), []byte(value), ttl, r.put); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func cacheGet(t *testing.T, h *harness, key string) *cacheReply {
+	t.Helper()
+	r := &cacheReply{}
+	if err := h.e.CacheGet(testCache, []byte(key), r.get); err != nil {
+		t.Fatal(err)
+	}
+	h.step(3)
+	if r.calls != 1 || r.err != nil {
+		t.Fatalf("get %q: %d calls, %v", key, r.calls, r.err)
+	}
+	return r
+}
+
+func TestCacheOpsAnswerAfterCommit(t *testing.T) {
+	h := newHarness(t, 2, newFakeStore(), nil)
+	createCache(t, h, 4, true)
+	h.hold(true)
+	put := cachePut(t, h, "k", "v", cache.NoTTL)
+	empty := cachePut(t, h, "e", "", cache.NoTTL)
+	h.step(3)
+	if put.calls != 0 || empty.calls != 0 {
+		t.Fatal("a put was answered before its record was committed")
+	}
+	h.hold(false)
+	h.step(3)
+	if put.calls != 1 || put.err != nil || empty.calls != 1 || empty.err != nil {
+		t.Fatalf("put answers: %+v %+v", put, empty)
+	}
+	if r := cacheGet(t, h, "k"); !r.found || string(r.value) != "v" {
+		t.Fatalf("get k = %q %v", r.value, r.found)
+	}
+	if r := cacheGet(t, h, "e"); !r.found || r.value == nil || len(r.value) != 0 {
+		t.Fatalf("empty value read as %v %v", r.value, r.found)
+	}
+	if r := cacheGet(t, h, "missing"); r.found || r.value != nil {
+		t.Fatalf("miss read as %v %v", r.value, r.found)
+	}
+	del := &cacheReply{}
+	if err := h.e.CacheDelete(testCache, []byte("e"), del.get); err != nil {
+		t.Fatal(err)
+	}
+	h.step(3)
+	if !del.found || del.value == nil || len(del.value) != 0 {
+		t.Fatalf("delete of the empty value: %v %v %v", del.value, del.found, del.err)
+	}
+}
+
+func TestCacheOpsErrors(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), nil)
+	if err := h.e.CachePut(testCache, []byte("k"), nil, cache.NoTTL, func(error) {}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown cache: %v", err)
+	}
+	createCache(t, h, 1, false)
+	zero := cachePut(t, h, "k", "v", cache.TTLMillis(0))
+	h.step(2)
+	if !errors.Is(zero.err, ErrInvalid) || !errors.Is(zero.err, cache.ErrZeroTTL) {
+		t.Fatalf("zero ttl: %v", zero.err)
+	}
+	add := &cacheReply{}
+	h.e.CounterAdd(testCache, []byte("c"), 1<<62, add.counter)
+	h.e.CounterAdd(testCache, []byte("c"), 1<<62, add.counter)
+	h.step(2)
+	if add.calls != 2 || !errors.Is(add.err, cache.ErrCounterOverflow) {
+		t.Fatalf("overflow: %+v", add)
+	}
+	if err := h.e.CreateCache(CacheSpec{Name: testCache, Shards: 2}); !errors.Is(err, ErrExists) {
+		t.Fatalf("re-create with another spec: %v", err)
+	}
+	if got := h.e.ListCaches(); len(got) != 1 || got[0].Name != testCache {
+		t.Fatalf("ListCaches = %+v", got)
+	}
+	if err := h.e.DeleteCache(testCache); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.e.DeleteCache(testCache); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+}
+
+// Values, absolute TTLs and counter sums come back after a restart.
+func TestCacheRestartRecovery(t *testing.T) {
+	store := newFakeStore()
+	h := newHarness(t, 2, store, nil)
+	createCache(t, h, 3, true)
+	cachePut(t, h, "plain", "p", cache.NoTTL)
+	cachePut(t, h, "short", "s", cache.TTLMillis(1000))
+	cachePut(t, h, "empty", "", cache.NoTTL)
+	add := &cacheReply{}
+	for range 5 {
+		h.e.CounterAdd(testCache, []byte("hits"), 3, add.counter)
+	}
+	h.e.CounterAdd(testCache, []byte("hits"), -1, add.counter)
+	h.step(3)
+	if add.sum != 14 || add.err != nil {
+		t.Fatalf("sum %d, %v", add.sum, add.err)
+	}
+	h.close()
+
+	h2 := newHarness(t, 3, store, nil) // another core count: shards move, data does not
+	h2.clock.advance(999 * time.Millisecond)
+	createCache(t, h2, 3, true)
+	if r := cacheGet(t, h2, "plain"); string(r.value) != "p" {
+		t.Fatalf("plain = %q %v", r.value, r.found)
+	}
+	if r := cacheGet(t, h2, "empty"); !r.found || len(r.value) != 0 {
+		t.Fatalf("empty = %v %v", r.value, r.found)
+	}
+	if r := cacheGet(t, h2, "short"); !r.found {
+		t.Fatal("short expired early after restart")
+	}
+	h2.clock.advance(time.Millisecond)
+	if r := cacheGet(t, h2, "short"); r.found {
+		t.Fatal("restart restarted the ttl clock")
+	}
+	got := &cacheReply{}
+	h2.e.CounterGet(testCache, []byte("hits"), got.counter)
+	h2.step(3)
+	if got.sum != 14 {
+		t.Fatalf("counter after restart %d", got.sum)
+	}
+}
+
+// A write whose record was not committed before a crash is gone, and was
+// never acknowledged.
+func TestCacheCrashBeforeCommit(t *testing.T) {
+	store := newFakeStore()
+	h := newHarness(t, 1, store, nil)
+	createCache(t, h, 1, true)
+	cachePut(t, h, "kept", "1", cache.NoTTL)
+	h.step(3)
+	h.hold(true)
+	lost := cachePut(t, h, "lost", "2", cache.NoTTL)
+	h.step(3)
+	store.crash()
+	if lost.calls != 0 {
+		t.Fatal("an uncommitted put was acknowledged")
+	}
+	h2 := newHarness(t, 1, store, nil)
+	createCache(t, h2, 1, true)
+	if r := cacheGet(t, h2, "kept"); !r.found {
+		t.Fatal("committed value lost")
+	}
+	if r := cacheGet(t, h2, "lost"); r.found {
+		t.Fatal("uncommitted value survived the crash")
+	}
+}
+
+func nextChange(t *testing.T, w *CacheWatcher) CacheChange {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ch, err := w.Next(ctx)
+	if err != nil {
+		t.Fatalf("Next: %v", err)
+	}
+	return ch
+}
+
+func noChange(t *testing.T, w *CacheWatcher) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if ch, err := w.Next(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("unexpected change %+v, %v", ch, err)
+	}
+}
+
+// The TTL sweep runs on the core timer; a watcher sees put then expire.
+func TestCacheSweepAndWatch(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), nil)
+	createCache(t, h, 2, true)
+	w, err := h.e.CacheWatch(CacheWatchRequest{Cache: testCache, Key: []byte("cfg/"), Prefix: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cachePut(t, h, "cfg/a", "1", cache.TTLMillis(50))
+	cachePut(t, h, "other", "x", cache.NoTTL)
+	h.step(3)
+	if ch := nextChange(t, w); ch.Op != cache.ChangePut || string(ch.Key) != "cfg/a" || string(ch.Value) != "1" {
+		t.Fatalf("first change %+v", ch)
+	}
+	noChange(t, w)
+	h.clock.advance(200 * time.Millisecond) // past the expiry and the sweep interval
+	h.step(3)
+	ch := nextChange(t, w)
+	if ch.Op != cache.ChangeExpire || string(ch.Key) != "cfg/a" || ch.Op.WireName() != "expire" {
+		t.Fatalf("expected the sweep's expire, got %+v", ch)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Next(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+}
+
+// A watch resumed from an offset gets the history from the log, then live
+// changes, with no gap and no duplicate.
+func TestCacheWatchResume(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), nil)
+	createCache(t, h, 1, true)
+	cachePut(t, h, "k", "1", cache.NoTTL)
+	cachePut(t, h, "x", "-", cache.NoTTL)
+	cachePut(t, h, "k", "2", cache.NoTTL)
+	h.step(3)
+	from := uint64(1)
+	w, err := h.e.CacheWatch(CacheWatchRequest{Cache: testCache, Key: []byte("k"), From: &from})
+	if err != nil {
+		t.Fatal(err)
+	}
+	del := &cacheReply{}
+	h.e.CacheDelete(testCache, []byte("k"), del.get)
+	h.step(3)
+	got := []CacheChange{nextChange(t, w), nextChange(t, w)}
+	if got[0].Offset != 2 || string(got[0].Value) != "2" || got[1].Offset != 3 || got[1].Op != cache.ChangeDelete {
+		t.Fatalf("changes %+v", got)
+	}
+	noChange(t, w)
+	future := uint64(99)
+	_, err = h.e.CacheWatch(CacheWatchRequest{Cache: testCache, Key: []byte("k"), From: &future})
+	var ce *CursorError
+	if !errors.As(err, &ce) || ce.Reason != CursorInFuture || ce.Available != 4 {
+		t.Fatalf("in_future: %v", err)
+	}
+}
+
+// A slow watcher ends with ErrSlowSubscriber instead of holding the core.
+func TestCacheWatchOverflow(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), nil)
+	createCache(t, h, 1, false)
+	w, err := h.e.CacheWatch(CacheWatchRequest{Cache: testCache, Key: []byte("k"), QueueCapacity: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		cachePut(t, h, "k", "v", cache.NoTTL)
+	}
+	h.step(3)
+	nextChange(t, w)
+	nextChange(t, w)
+	if _, err := w.Next(context.Background()); !errors.Is(err, ErrSlowSubscriber) {
+		t.Fatalf("overflow: %v", err)
+	}
+}
