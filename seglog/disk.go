@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"felix/ring"
+
+	"github.com/VictoriaMetrics/metrics"
 )
 
 // Disk drives every log of one core through one ring (docs/architecture.md,
@@ -73,6 +75,10 @@ func (d *Disk) Stats() Stats {
 		WriteBytes: d.stats.writeBytes.Load(), Fdatasyncs: d.stats.syncs.Load(), SyncedAppends: d.stats.syncedAppend.Load()}
 }
 
+// groupCommitFanIn is the histogram of appends completed per on_commit
+// fdatasync, exported as felix_storage_group_commit_appends (issue 3 item 4).
+var groupCommitFanIn = metrics.GetOrCreateHistogram("felix_storage_group_commit_appends")
+
 // Operation tags in the low bits of a ring UserData; the log id is above them.
 const (
 	tagWrite    = 1
@@ -109,7 +115,10 @@ func (d *Disk) Open(opts Options) (*Log, error) {
 	}
 	d.nextID++
 	l := &Log{d: d, id: d.nextID, opts: opts, fs: d.fs, dir: opts.Dir, block: 4096}
-	l.direct = d.r != nil && d.r.Backend() == ring.BackendUring && !opts.Buffered
+	// O_DIRECT through io_uring only under on_commit: it wins when the device
+	// must be reached anyway; periodic/none complete on a buffered pwrite
+	// (docs/bench/seglog.md, "Write path choice").
+	l.direct = d.r != nil && d.r.Backend() == ring.BackendUring && !opts.Buffered && opts.FsyncMode == FsyncOnCommit
 	l.tail = make([]byte, l.block)
 	l.core = newReadCursor(l)
 	if err := l.openLog(); err != nil {

@@ -277,9 +277,20 @@ func TestRunState(t *testing.T) {
 
 func TestDirectWritesOnUring(t *testing.T) {
 	d := NewDisk(newRing(t), nil)
-	l := openTest(t, d, Options{Dir: t.TempDir()})
+	l := openTest(t, d, Options{Dir: t.TempDir(), FsyncMode: FsyncOnCommit})
 	defer l.Close()
 	if got := l.activeSeg().direct; got != (d.Backend() == "uring") {
 		t.Fatalf("backend %s direct %v", d.Backend(), got)
+	}
+}
+
+func TestBufferedUnlessOnCommit(t *testing.T) {
+	d := NewDisk(newRing(t), nil)
+	for _, m := range []FsyncMode{FsyncPeriodic, FsyncNone} {
+		l := openTest(t, d, Options{Dir: t.TempDir(), FsyncMode: m})
+		if l.activeSeg().direct {
+			t.Fatalf("%s writes O_DIRECT", m)
+		}
+		l.Close()
 	}
 }

@@ -74,8 +74,9 @@ type Options struct {
 	// seeds/internal-protocol.txt "Bootstrapping a follower"). Ignored when the
 	// directory already holds segments.
 	BaseOffset uint64
-	// Buffered forces buffered writes even on the io_uring backend (the
-	// default there is O_DIRECT; see docs/storage-format.md "Write path").
+	// Buffered forces buffered writes under on_commit on the io_uring backend
+	// (whose default there is O_DIRECT). Periodic and none always write
+	// buffered, with pwrite (docs/storage-format.md "Writes").
 	Buffered bool
 	// Now is the clock (wall time for record timestamps is the caller's; Now
 	// stamps segment headers and paces periodic fsync). nil = time.Now.
