@@ -5,6 +5,8 @@ import (
 	"slices"
 )
 
+func slicesSort(s []uint64) { slices.Sort(s) }
+
 // ReplayReport describes what opening a shard found. docs/groups.md, "Opening a shard".
 type ReplayReport struct {
 	Groups int // groups on the shard
@@ -22,6 +24,9 @@ type ReplayReport struct {
 	// Outstanding counts offsets waiting for redelivery after the restart (every lease
 	// ends at a restart; delivery counts are kept).
 	Outstanding int
+	// SkippedRecords counts cursor records of groups with no create record before them
+	// (left behind by compaction); they are ignored.
+	SkippedRecords int
 }
 
 // Replayer rebuilds a Shard from its dead-letter log and its cursor log. Feed every
@@ -66,8 +71,9 @@ func (r *Replayer) DeadLetter(payload []byte) error {
 	return nil
 }
 
-// Cursor replays one cursor log record. Errors: *RecordError (ErrCorrupt) for a record
-// that does not decode, a group id whose create record is missing, or two names with one id.
+// Cursor replays one cursor log record. A record of a group whose create record has not
+// been seen is skipped (ReplayReport.SkippedRecords). Errors: *RecordError (ErrCorrupt)
+// for a record that does not decode, or two names with one id.
 func (r *Replayer) Cursor(payload []byte) error {
 	rec, err := DecodeCursorRecord(payload)
 	if err != nil {
@@ -78,7 +84,10 @@ func (r *Replayer) Cursor(payload []byte) error {
 	}
 	g := r.s.groups[rec.GroupID]
 	if g == nil {
-		return corruptCursor("kind %d record for group %016x before its create record", rec.Kind, rec.GroupID)
+		// Its create record was in a head segment dropped by compaction; the snapshot
+		// at the tail recreates the group.
+		r.report.SkippedRecords++
+		return nil
 	}
 	switch rec.Kind {
 	case KindDeliver:
@@ -204,11 +213,7 @@ func (r *Replayer) Finish(nowMillis int64) (*Shard, ReplayReport, error) {
 
 // rebuild ends every lease of g at now (see Finish) and rebuilds the queues.
 func (r *Replayer) rebuild(g *group, now int64) {
-	keys := make([]uint64, 0, len(g.entries))
-	for off := range g.entries {
-		keys = append(keys, off)
-	}
-	slices.Sort(keys)
+	keys := sortedKeys(g.entries)
 	g.order.items = keys
 	rec := recordBuilder{s: r.s, g: g, kind: KindDead}
 	for _, off := range keys {
@@ -223,28 +228,8 @@ func (r *Replayer) rebuild(g *group, now int64) {
 	rec.finish()
 }
 
-// stageCheckpoint stages a checkpoint record of g: its frontier and every outstanding
-// offset with its delivery count. Replaying it replaces the group's state.
-func (s *Shard) stageCheckpoint(g *group) {
-	a := s.fx.arena()
-	start := len(*a)
-	*a = appendCursorHeader(*a, KindCheckpoint, g.id, g.resume(), s.dlEnd, 0)
-	*a = appendEntry(*a, KindAck, CursorEntry{Offset: g.frontier}) // u64 frontier prefix
-	var n uint32
-	for _, off := range g.order.items[g.order.head:] {
-		e, ok := g.entries[off]
-		if !ok {
-			continue
-		}
-		*a = appendEntry(*a, KindCheckpoint, CursorEntry{Offset: off, Value: uint64(e.deliveries)})
-		n++
-	}
-	patchCursorHeader((*a)[start:], g.resume(), s.dlEnd, n)
-	s.fx.cursor = append(s.fx.cursor, span{start, len(*a)})
-}
-
 // String summarises the report for logs.
 func (rep ReplayReport) String() string {
-	return fmt.Sprintf("groups=%d repaired=%v lost_dead_letters=%d orphan_dead_letters=%d outstanding=%d",
-		rep.Groups, rep.Repaired, rep.LostDeadLetters, rep.OrphanDeadLetters, rep.Outstanding)
+	return fmt.Sprintf("groups=%d repaired=%v lost_dead_letters=%d orphan_dead_letters=%d outstanding=%d skipped=%d",
+		rep.Groups, rep.Repaired, rep.LostDeadLetters, rep.OrphanDeadLetters, rep.Outstanding, rep.SkippedRecords)
 }
