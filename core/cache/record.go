@@ -162,8 +162,8 @@ func appendPut(dst []byte, op RecordOp, key, value []byte, has bool, expiresAt i
 // DecodeRecord parses one cache-log or counter-log payload (docs/cache.md).
 // Key and Value alias b. Every declared length is checked against the bytes
 // that remain before it is used; nothing is allocated. Errors (all wrapping
-// ErrCorruptRecord): empty input, unknown op, unknown flag bits, a length
-// running past the end, trailing bytes.
+// ErrCorruptRecord): empty input, unknown op, unknown flag bits, an expiry
+// without the expiry flag, a length running past the end, trailing bytes.
 func DecodeRecord(b []byte) (Record, error) {
 	if len(b) == 0 {
 		return Record{}, corrupt("empty payload")
@@ -221,6 +221,9 @@ func decodePut(b []byte, r *Record) ([]byte, error) {
 	}
 	r.HasExpiry = flags&flagHasExpiry != 0
 	r.ExpiresAt = int64(binary.BigEndian.Uint64(b[2:10]))
+	if !r.HasExpiry && r.ExpiresAt != 0 {
+		return nil, corrupt("expiry %d without the expiry flag", r.ExpiresAt)
+	}
 	key, rest, err := takeKey(b[10:])
 	if err != nil {
 		return nil, err

@@ -73,6 +73,7 @@ func TestDecodeRecordRejectsBadInput(t *testing.T) {
 		"empty":          nil,
 		"unknown op":     {0x09},
 		"unknown flags":  append([]byte{1, 0x02}, put[2:]...),
+		"stray expiry":   append([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 1}, put[10:]...),
 		"trailing bytes": append(bytes.Clone(put), 0),
 		"key too long":   {2, 0xff, 0xff, 'k'},
 		"huge value":     append(bytes.Clone(put[:len(put)-9]), 0xff, 0xff, 0xff, 0xff),
@@ -120,8 +121,10 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encode: %v", err)
 		}
-		// Non-canonical inputs (an expiry without the flag) decode but re-encode
-		// without the ignored bytes; the decoded record itself must be stable.
+		// Every accepted encoding is canonical: it re-encodes byte for byte.
+		if !bytes.Equal(again, b) {
+			t.Fatalf("re-encoding differs: %x -> %x", b, again)
+		}
 		r2, err := DecodeRecord(again)
 		if err != nil || !reflect.DeepEqual(r, r2) {
 			t.Fatalf("round trip changed the record: %+v -> %+v (%v)", r, r2, err)
