@@ -29,6 +29,7 @@ type core struct {
 	stopping  bool
 	stopped   bool
 	stopTurns int
+	idleTurns int // consecutive turns without work (see Config.IdleTurns)
 
 	// Slots for the shard types of other files (see the package comment):
 	// cache_ops.go and group_ops.go keep their per-core state here.
@@ -109,6 +110,16 @@ func (c *core) step(mayBlock bool) {
 	block := time.Duration(0)
 	if mayBlock && c.stopping {
 		block = time.Millisecond // waiting for appends in flight
+	}
+	if drained > 0 || progressed {
+		c.idleTurns = 0
+	} else if c.idleTurns < c.engine.cfg.IdleTurns {
+		// Recently busy: look again after yielding the thread's P instead of
+		// paying a kernel sleep and wake-up for a message that is
+		// probably on its way. Bounded: an idle core sleeps soon.
+		c.idleTurns++
+		runtime.Gosched()
+		progressed = true
 	}
 	if mayBlock && !c.stopping && drained < cap(c.batch) && !progressed && c.inbox.prepareSleep() {
 		if c.serveStalled() {
