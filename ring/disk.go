@@ -58,10 +58,10 @@ func MeasureDisk(r Ring, dir string, d time.Duration) (DiskLimits, error) {
 		buf[i] = byte(i*7 + 1)
 	}
 	fd := int32(f.Fd())
-	if lim.SeqWriteQD1, err = seqWrite(r, fd, buf, 1, d/4, 0); err != nil {
+	if lim.SeqWriteQD1, err = seqWrite(r, fd, buf, 1, d/4, 0, seqRegion); err != nil {
 		return lim, err
 	}
-	if lim.SeqWriteQD8, err = seqWrite(r, fd, buf, 8, d/4, 0); err != nil {
+	if lim.SeqWriteQD8, err = seqWrite(r, fd, buf, 8, d/4, 0, seqRegion); err != nil {
 		return lim, err
 	}
 	if err := prewrite(r, fd, buf[:seqChunk]); err != nil {
@@ -143,14 +143,15 @@ func openScratch(dir string) (*os.File, bool, error) {
 
 // seqWrite keeps depth 1 MiB writes (from buf, 1 MiB per depth slot) in
 // flight for about d, or until maxWrites were issued when maxWrites > 0,
-// cycling over a 256 MiB region, and returns bytes per second.
-func seqWrite(r Ring, fd int32, buf []byte, depth int, d time.Duration, maxWrites int) (float64, error) {
+// cycling over the first region bytes of the file, and returns bytes per
+// second.
+func seqWrite(r Ring, fd int32, buf []byte, depth int, d time.Duration, maxWrites int, region int64) (float64, error) {
 	var off int64
 	issued := 0
 	var op Op // one Op reused: &op passed through the interface escapes
 	issue := func(slotIndex int) error {
 		op = Op{Code: OpWrite, FD: fd, Buf: buf[slotIndex*seqChunk : (slotIndex+1)*seqChunk], Off: off, UserData: uint64(slotIndex)}
-		off = (off + seqChunk) % seqRegion
+		off = (off + seqChunk) % region
 		issued++
 		return r.Prepare(&op)
 	}
