@@ -1,0 +1,136 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"felix/proto"
+)
+
+// Cache operations (spec/client-protocol.md §6, §8.1, §8.2). Every call needs the cache to
+// exist (Admin.CreateCache) and the permission cache.read (Get, CounterGet) or cache.write
+// (Put, Delete, CounterAdd). Keys are UTF-8 strings; values are bytes.
+//
+// Retry rules follow seeds/internal-protocol.txt, "Forwarded cache operation": Get,
+// Delete and CounterGet land on the same state when applied twice, so the SDK re-sends them
+// after an indeterminate outcome; Put (a re-sent TTL restarts its clock) and CounterAdd
+// (it would count twice) are never re-sent: a lost answer is returned as ErrIndeterminate
+// and the caller decides.
+
+// Put stores value under key in cache with a time to live (0 = no expiry; otherwise at
+// least 1 ms, rounded down to milliseconds). Errors: ErrNotFound (no such cache),
+// ErrUnauthorized, ErrOverloaded, ErrIndeterminate (answer lost: the value may or may not be
+// stored; not re-sent), ErrInvalidArgument (negative ttl).
+func (c *Client) Put(ctx context.Context, cache, key string, value []byte, ttl time.Duration) error {
+	var ttlMs *uint64
+	switch {
+	case ttl < 0:
+		return fmt.Errorf("%w: negative ttl %v", ErrInvalidArgument, ttl)
+	case ttl > 0:
+		ms := uint64(ttl / time.Millisecond)
+		if ms == 0 {
+			ms = 1
+		}
+		ttlMs = &ms
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	m, err := c.roundTrip(ctx, false, func(id uint64) proto.Message {
+		return &proto.CachePut{TenantID: c.cfg.tenant, Namespace: c.cfg.namespace, Cache: cache, Key: key, Value: value, RequestID: &id, TTLMs: ttlMs}
+	})
+	if err != nil {
+		return err
+	}
+	if _, ok := m.(*proto.CacheOK); !ok {
+		return unexpected(m, "cache_ok")
+	}
+	return nil
+}
+
+// Get returns the value stored under key. found=false means the key is absent or expired;
+// a stored empty value is found with a non-nil empty slice (spec §6: cache_value.value is
+// null only for a miss). Re-sent after an indeterminate outcome. Errors: ErrNotFound (no
+// such cache), ErrUnauthorized, ErrOverloaded, ErrIndeterminate (after WithMaxAttempts).
+func (c *Client) Get(ctx context.Context, cache, key string) (value []byte, found bool, err error) {
+	m, err := c.roundTrip(ctx, true, func(id uint64) proto.Message {
+		return &proto.CacheGet{TenantID: c.cfg.tenant, Namespace: c.cfg.namespace, Cache: cache, Key: key, RequestID: &id}
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	v, ok := m.(*proto.CacheValue)
+	if !ok {
+		return nil, false, unexpected(m, "cache_value")
+	}
+	if v.Value == nil {
+		return nil, false, nil
+	}
+	return v.Value, true, nil
+}
+
+// Delete removes key and returns the value it removed; found=false when the key did not
+// exist (spec §8.1; needs the broker feature cache_delete, else ErrUnsupported). Re-sent
+// after an indeterminate outcome: a second delete of the same key finds nothing, so after
+// a retry found may be false although this call removed the value.
+func (c *Client) Delete(ctx context.Context, cache, key string) (removed []byte, found bool, err error) {
+	if err := c.requireFeature(ctx, proto.FeatureCacheDelete); err != nil {
+		return nil, false, err
+	}
+	m, err := c.roundTrip(ctx, true, func(id uint64) proto.Message {
+		return &proto.CacheDelete{TenantID: c.cfg.tenant, Namespace: c.cfg.namespace, Cache: cache, Key: key, RequestID: &id}
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	v, ok := m.(*proto.CacheDeleted)
+	if !ok {
+		return nil, false, unexpected(m, "cache_deleted")
+	}
+	if v.Value == nil {
+		return nil, false, nil
+	}
+	return v.Value, true, nil
+}
+
+// CounterAdd adds delta (two's-complement i64, wrapping) to the counter key and returns the
+// sum after the add (spec §8.2; feature counters). Never re-sent: a lost answer is
+// ErrIndeterminate (the add may have been applied).
+func (c *Client) CounterAdd(ctx context.Context, cache, key string, delta int64) (int64, error) {
+	if err := c.requireFeature(ctx, proto.FeatureCounters); err != nil {
+		return 0, err
+	}
+	m, err := c.roundTrip(ctx, false, func(id uint64) proto.Message {
+		return &proto.CounterAdd{TenantID: c.cfg.tenant, Namespace: c.cfg.namespace, Cache: cache, Key: key, Delta: delta, RequestID: &id}
+	})
+	return counterValue(m, err)
+}
+
+// CounterGet returns the counter's sum (0 for a counter never added to; spec §8.2; feature
+// counters). Re-sent after an indeterminate outcome.
+func (c *Client) CounterGet(ctx context.Context, cache, key string) (int64, error) {
+	if err := c.requireFeature(ctx, proto.FeatureCounters); err != nil {
+		return 0, err
+	}
+	m, err := c.roundTrip(ctx, true, func(id uint64) proto.Message {
+		return &proto.CounterGet{TenantID: c.cfg.tenant, Namespace: c.cfg.namespace, Cache: cache, Key: key, RequestID: &id}
+	})
+	return counterValue(m, err)
+}
+
+func counterValue(m proto.Message, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	v, ok := m.(*proto.CounterValue)
+	if !ok {
+		return 0, unexpected(m, "counter_value")
+	}
+	return v.Value, nil
+}
+
+// unexpected reports an answer of the wrong type for a request id.
+func unexpected(m proto.Message, want string) error {
+	return fmt.Errorf("%w: got %s, want %s", ErrProtocol, m.Type(), want)
+}

@@ -1,0 +1,242 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/quic-go/quic-go"
+
+	"felix/proto"
+)
+
+// reply is one correlated answer: a JSON message, or a binary publish ack (spec §5.3).
+type reply struct {
+	msg     proto.Message
+	binary  bool
+	ack     proto.PublishAck // Message is not kept (the buffer is reused); see ackText
+	ackText string
+}
+
+// call is one request waiting for its answer: exactly one of ch and fn is set. fn runs on
+// the session's reader goroutine and must not block.
+type call struct {
+	ch chan result
+	fn func(reply, error)
+}
+
+type result struct {
+	r   reply
+	err error
+}
+
+// session is one authenticated bi stream carrying pipelined requests (publishes, cache
+// and group operations). Answers are correlated by request_id and may arrive out of order
+// (spec §1.1); a reader goroutine dispatches them.
+type session struct {
+	cn   *conn
+	st   *quic.Stream
+	caps Capabilities
+
+	wmu  sync.Mutex // serialises frame writes
+	wbuf []byte
+
+	mu      sync.Mutex
+	pending map[uint64]*call
+	dead    bool
+	deadErr error
+	done    chan struct{}
+}
+
+func openSession(ctx context.Context, cn *conn) (*session, error) {
+	st, fr, caps, err := cn.openStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{cn: cn, st: st, caps: caps, pending: map[uint64]*call{}, done: make(chan struct{})}
+	cn.c.wg.Add(1)
+	go s.readLoop(fr)
+	stop := context.AfterFunc(cn.c.ctx, func() { s.fail(ErrClosed) })
+	go func() { <-s.done; stop() }()
+	return s, nil
+}
+
+func (s *session) isDead() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dead
+}
+
+// fail ends the session: every pending request fails with ErrIndeterminate (it was sent;
+// its outcome is unknown) wrapping cause.
+func (s *session) fail(cause error) {
+	s.mu.Lock()
+	if s.dead {
+		s.mu.Unlock()
+		return
+	}
+	s.dead, s.deadErr = true, cause
+	pending := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	close(s.done)
+	s.st.CancelRead(0)
+	s.st.CancelWrite(0)
+	err := indeterminate(cause)
+	for _, c := range pending {
+		c.deliver(reply{}, err)
+	}
+}
+
+func (c *call) deliver(r reply, err error) {
+	if c.fn != nil {
+		c.fn(r, err)
+		return
+	}
+	c.ch <- result{r, err}
+}
+
+// send registers c under id and writes frame. A write that failed before any byte left
+// returns an error wrapping errNotSent; a partial write ends the session and c receives
+// ErrIndeterminate.
+func (s *session) send(id uint64, c *call, appendFrame func([]byte) []byte) error {
+	s.mu.Lock()
+	if s.dead {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %w", errNotSent, s.deadErr)
+	}
+	s.pending[id] = c
+	s.mu.Unlock()
+	s.wmu.Lock()
+	s.wbuf = appendFrame(s.wbuf[:0])
+	n, err := s.st.Write(s.wbuf)
+	if cap(s.wbuf) > 1<<20 {
+		s.wbuf = nil
+	}
+	s.wmu.Unlock()
+	if err == nil {
+		return nil
+	}
+	if n == 0 {
+		s.mu.Lock()
+		_, mine := s.pending[id]
+		delete(s.pending, id)
+		s.mu.Unlock()
+		if mine {
+			s.fail(err)
+			return fmt.Errorf("%w: %w", errNotSent, err)
+		}
+	}
+	s.fail(err)
+	return nil // c was (or will be) told ErrIndeterminate by fail
+}
+
+// call sends m with request id id and waits for its answer. The context ending while
+// waiting is ErrIndeterminate (the request was sent).
+func (s *session) call(ctx context.Context, id uint64, m proto.Message) (reply, error) {
+	c := &call{ch: make(chan result, 1)}
+	if err := s.send(id, c, func(dst []byte) []byte { return proto.AppendMessage(dst, m) }); err != nil {
+		return reply{}, err
+	}
+	select {
+	case res := <-c.ch:
+		return res.r, res.err
+	case <-ctx.Done():
+		s.mu.Lock()
+		delete(s.pending, id)
+		s.mu.Unlock()
+		return reply{}, indeterminate(ctx.Err())
+	}
+}
+
+// readLoop dispatches answers until the stream ends.
+func (s *session) readLoop(fr *frameReader) {
+	defer s.cn.c.wg.Done()
+	var ack proto.PublishAck
+	for {
+		hdr, body, err := fr.next()
+		if err != nil {
+			s.fail(fmt.Errorf("felix: request stream ended: %w", err))
+			return
+		}
+		var r reply
+		var id uint64
+		var ok bool
+		switch hdr.Flags {
+		case proto.FlagBinaryPublishAck:
+			if err := proto.DecodePublishAck(body, &ack); err != nil {
+				s.fail(fmt.Errorf("%w: %v", ErrProtocol, err))
+				return
+			}
+			r = reply{binary: true, ack: ack}
+			if len(ack.Message) > 0 {
+				r.ackText = string(ack.Message)
+			}
+			r.ack.Message = nil
+			id, ok = ack.RequestID, true
+		case 0:
+			m, err := proto.DecodeMessage(body)
+			if err != nil {
+				s.fail(fmt.Errorf("%w: %v", ErrProtocol, err))
+				return
+			}
+			r.msg = m
+			id, ok = requestIDOf(m)
+		default:
+			s.fail(fmt.Errorf("%w: unexpected frame flags %#x on a request stream", ErrProtocol, hdr.Flags))
+			return
+		}
+		if !ok {
+			// v1 errors carry no request_id (spec §6): nothing to correlate them with.
+			s.cn.c.cfg.logger.Warn("felix: uncorrelated answer from the broker", "type", string(r.msg.Type()), "msg", fmt.Sprint(r.msg))
+			continue
+		}
+		s.mu.Lock()
+		c := s.pending[id]
+		delete(s.pending, id)
+		s.mu.Unlock()
+		if c != nil {
+			c.deliver(r, nil)
+		}
+	}
+}
+
+// requestIDOf returns the request id an answer correlates with.
+func requestIDOf(m proto.Message) (uint64, bool) {
+	switch m := m.(type) {
+	case *proto.PublishOK:
+		return m.RequestID, true
+	case *proto.PublishError:
+		return m.RequestID, true
+	case *proto.CacheOK:
+		return m.RequestID, true
+	case *proto.CacheValue:
+		return ptrID(m.RequestID)
+	case *proto.CacheDeleted:
+		return ptrID(m.RequestID)
+	case *proto.CounterValue:
+		return ptrID(m.RequestID)
+	case *proto.Error:
+		return ptrID(m.RequestID)
+	case *proto.GroupRecords:
+		return m.RequestID, true
+	case *proto.GroupOK:
+		return m.RequestID, true
+	case *proto.DeadLetters:
+		return m.RequestID, true
+	case *proto.CacheWatching:
+		return m.RequestID, true
+	case *proto.NotLeader:
+		return ptrID(m.RequestID)
+	case *proto.Route:
+		return m.RequestID, true
+	}
+	return 0, false
+}
+
+func ptrID(p *uint64) (uint64, bool) {
+	if p == nil {
+		return 0, false
+	}
+	return *p, true
+}
