@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"felix/seglog"
+)
+
+func (a *app) logCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "log",
+		Short: "Inspect, verify and dump a segment log on disk (no broker needed)",
+		Long: `Offline tools over one log directory (a shard's FLSG segments and FLSI indexes,
+docs/storage-format.md). They only read. Stop the broker first or expect a moving tail.`,
+		RunE: groupRunE,
+	}
+	cmd.AddCommand(a.logInspect(), a.logVerify(), a.logDump())
+	return cmd
+}
+
+// segmentJSON is SegmentInfo with its error as text.
+type segmentJSON struct {
+	ID              uint64 `json:"id"`
+	Path            string `json:"path"`
+	Version         uint16 `json:"version"`
+	BaseOffset      uint64 `json:"base_offset"`
+	NextOffset      uint64 `json:"next_offset"`
+	CreatedAtMicros int64  `json:"created_at_us"`
+	FileBytes       int64  `json:"file_bytes"`
+	DataBytes       int64  `json:"data_bytes"`
+	Records         int64  `json:"records"`
+	IndexEntries    int    `json:"index_entries"`
+	Error           string `json:"error,omitempty"`
+}
+
+func (a *app) logInspect() *cobra.Command {
+	return &cobra.Command{
+		Use:   "inspect DIR",
+		Short: "One line per segment: offsets, sizes, index state, damage",
+		Args:  nArgs(1, 1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			w := a.stdout
+			if a.jsonOut {
+				w = io.Discard
+			}
+			res, err := seglog.Inspect(args[0], w, seglog.ToolOptions{})
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				for _, s := range res.Segments {
+					j := segmentJSON{ID: s.ID, Path: s.Path, Version: s.Version, BaseOffset: s.BaseOffset, NextOffset: s.NextOffset,
+						CreatedAtMicros: s.CreatedAtMicros, FileBytes: s.FileBytes, DataBytes: s.DataBytes, Records: s.Records, IndexEntries: s.IndexEntries}
+					if s.Err != nil {
+						j.Error = s.Err.Error()
+					}
+					a.printJSON(j)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func (a *app) logVerify() *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify DIR",
+		Short: "Check every header and checksum; exit 7 when damage is found",
+		Args:  nArgs(1, 1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			w := a.stdout
+			if a.jsonOut {
+				w = io.Discard
+			}
+			res, err := seglog.Verify(args[0], w, seglog.ToolOptions{})
+			if err != nil && !errors.Is(err, seglog.ErrCorruption) {
+				return err
+			}
+			if a.jsonOut {
+				problems := make([]string, 0, len(res.Problems))
+				for _, p := range res.Problems {
+					problems = append(problems, p.Error())
+				}
+				a.printJSON(map[string]any{"dir": res.Dir, "segments": res.Segments, "records": res.Records, "problems": problems})
+			}
+			if len(res.Problems) > 0 {
+				return withKind(ErrCorrupt, fmt.Errorf("%s: %d problems found", args[0], len(res.Problems)))
+			}
+			return nil
+		},
+	}
+}
+
+func (a *app) logDump() *cobra.Command {
+	var (
+		from         uint64
+		limit        int64
+		payloadBytes int
+	)
+	cmd := &cobra.Command{
+		Use:   "dump DIR",
+		Short: "Print records: offset, timestamp, kind, length, payload prefix",
+		Args:  nArgs(1, 1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			opts := seglog.ToolOptions{From: from, Limit: limit, PayloadBytes: payloadBytes}
+			if !a.jsonOut {
+				_, err := seglog.Dump(args[0], a.stdout, opts)
+				return err
+			}
+			var buf bytes.Buffer
+			_, err := seglog.Dump(args[0], &buf, opts)
+			sc := bufio.NewScanner(&buf)
+			sc.Buffer(make([]byte, 64<<10), 16<<20)
+			for sc.Scan() {
+				a.printJSON(dumpLineJSON(sc.Text()))
+			}
+			return err
+		},
+	}
+	cmd.Flags().Uint64Var(&from, "from", 0, "first offset to print")
+	cmd.Flags().Int64Var(&limit, "limit", 0, "most records to print (0 = all)")
+	cmd.Flags().IntVar(&payloadBytes, "payload-bytes", 32, "payload bytes shown per record (-1 = none)")
+	return cmd
+}
+
+// dumpLineJSON turns one seglog.Dump line ("offset O ts T kind K len L payload Q" or
+// "problem: ...") into a JSON object.
+func dumpLineJSON(line string) map[string]any {
+	if p, ok := strings.CutPrefix(line, "problem: "); ok {
+		return map[string]any{"problem": p}
+	}
+	var off, ts, kind, n int64
+	var rest string
+	i := strings.Index(line, " payload ")
+	if i < 0 {
+		return map[string]any{"line": line}
+	}
+	rest = line[i+len(" payload "):]
+	if _, err := fmt.Sscanf(line[:i], "offset %d ts %d kind %d len %d", &off, &ts, &kind, &n); err != nil {
+		return map[string]any{"line": line}
+	}
+	payload, err := strconv.Unquote(rest)
+	if err != nil {
+		payload = rest
+	}
+	return map[string]any{"offset": off, "ts_us": ts, "kind": kind, "len": n, "payload": payload}
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// readyCommand is `felix ready [--wait D]`: GET {admin}/ready (docs/operations.md); with
+// --wait it polls every 100 ms until the broker answers 200 or D passes. Not ready: exit 6.
+func (a *app) readyCommand() *cobra.Command {
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "ready [--wait DURATION]",
+		Short: "Check that the broker is ready (its /ready endpoint); --wait polls until it is",
+		Args:  nArgs(0, 0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			base := strings.TrimRight(a.adminURL, "/")
+			if !strings.Contains(base, "://") {
+				base = "http://" + base
+			}
+			deadline := time.Now().Add(wait)
+			hc := &http.Client{Timeout: 2 * time.Second}
+			var last error
+			for {
+				last = probeReady(ctx, hc, base+"/ready")
+				if last == nil {
+					a.done(map[string]any{"ready": true, "url": base}, "broker at %s is ready", base)
+					return nil
+				}
+				if !time.Now().Before(deadline) || ctx.Err() != nil {
+					return withKind(ErrUnavailable, fmt.Errorf("broker not ready: %w", last))
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		},
+	}
+	cmd.Flags().DurationVar(&wait, "wait", 0, "keep polling for up to this long")
+	return cmd
+}
+
+func probeReady(ctx context.Context, hc *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return withKind(ErrUsage, err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered HTTP %d", url, resp.StatusCode)
+	}
+	return nil
+}
