@@ -17,6 +17,8 @@ import (
 type StreamApplier interface {
 	ApplyCreate(Stream) error
 	ApplyDelete(Stream) error
+	ApplyCreateCache(Cache) error
+	ApplyDeleteCache(Cache) error
 }
 
 // TenantKeys creates signing keys for new tenants and serves their JWKS (*auth.KeyStore;
@@ -404,7 +406,11 @@ func (a *Admin) createCache(w http.ResponseWriter, r *http.Request) {
 	if !a.allow(w, r, auth.ActionCacheManage, c.TenantID, c.Namespace, c.Cache) {
 		return
 	}
-	created, err := a.Catalog.CreateCache(c)
+	var apply func(Cache) error
+	if a.Streams != nil {
+		apply = a.Streams.ApplyCreateCache
+	}
+	created, err := a.Catalog.CreateCache(c, apply)
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -430,7 +436,11 @@ func (a *Admin) deleteCache(w http.ResponseWriter, r *http.Request) {
 	if !a.allow(w, r, auth.ActionCacheManage, t, ns, name) {
 		return
 	}
-	if err := a.Catalog.DeleteCache(t, ns, name); err != nil {
+	var apply func(Cache) error
+	if a.Streams != nil {
+		apply = a.Streams.ApplyDeleteCache
+	}
+	if err := a.Catalog.DeleteCache(t, ns, name, apply); err != nil {
 		a.fail(w, err)
 		return
 	}

@@ -61,12 +61,15 @@ type Stream struct {
 	Routing     string    `json:"routing"`
 }
 
-// Cache is a cache as the admin API shows it (spec/auth.md §1).
+// Cache is a cache as the admin API shows it (spec/auth.md §1, plus PROPOSED "shards",
+// default 1, and "durable", default true: a single node keeps cache and counter logs).
 type Cache struct {
 	TenantID    string `json:"tenant_id"`
 	Namespace   string `json:"namespace"`
 	Cache       string `json:"cache"`
 	DisplayName string `json:"display_name"`
+	Shards      uint32 `json:"shards"`
+	Durable     *bool  `json:"durable,omitempty"`
 }
 
 // catalogFile is the persisted form, <data>/catalog.json.
@@ -497,14 +500,24 @@ func (c *Catalog) Streams(t, ns string) []Stream {
 	return out
 }
 
-// CreateCache adds a cache to an existing namespace. Errors: ErrInvalid, ErrNotFound,
-// ErrExists.
-func (c *Catalog) CreateCache(x Cache) (Cache, error) {
+// CreateCache adds a cache to an existing namespace; apply (may be nil) creates it in the
+// engine first. Errors: ErrInvalid, ErrNotFound, ErrExists, apply's.
+func (c *Catalog) CreateCache(x Cache, apply func(Cache) error) (Cache, error) {
 	if err := checkNames(x.TenantID, x.Namespace, x.Cache); err != nil {
 		return x, err
 	}
 	if x.DisplayName == "" {
 		x.DisplayName = x.Cache
+	}
+	if x.Shards == 0 {
+		x.Shards = 1
+	}
+	if x.Durable == nil {
+		durable := true
+		x.Durable = &durable
+	}
+	if x.Shards > 4096 {
+		return x, fmt.Errorf("%w: shards %d (1..4096)", ErrInvalid, x.Shards)
 	}
 	err := c.mutate(func(f *catalogFile) error {
 		if f.namespace(x.TenantID, x.Namespace) < 0 {
@@ -513,18 +526,29 @@ func (c *Catalog) CreateCache(x Cache) (Cache, error) {
 		if f.cache(x.TenantID, x.Namespace, x.Cache) >= 0 {
 			return fmt.Errorf("%w: cache %s/%s/%s", ErrExists, x.TenantID, x.Namespace, x.Cache)
 		}
+		if apply != nil {
+			if err := apply(x); err != nil {
+				return err
+			}
+		}
 		f.Caches = append(f.Caches, x)
 		return nil
 	})
 	return x, err
 }
 
-// DeleteCache removes a cache. Errors: ErrNotFound.
-func (c *Catalog) DeleteCache(t, ns, name string) error {
+// DeleteCache removes a cache; apply (may be nil) deletes it from the engine first.
+// Errors: ErrNotFound, apply's.
+func (c *Catalog) DeleteCache(t, ns, name string, apply func(Cache) error) error {
 	return c.mutate(func(f *catalogFile) error {
 		i := f.cache(t, ns, name)
 		if i < 0 {
 			return fmt.Errorf("%w: cache %s/%s/%s", ErrNotFound, t, ns, name)
+		}
+		if apply != nil {
+			if err := apply(f.Caches[i]); err != nil {
+				return err
+			}
 		}
 		f.Caches = append(f.Caches[:i], f.Caches[i+1:]...)
 		return nil
@@ -541,12 +565,12 @@ func (c *Catalog) Cache(t, ns, name string) (Cache, error) {
 	return Cache{}, fmt.Errorf("%w: cache %s/%s/%s", ErrNotFound, t, ns, name)
 }
 
-// Caches lists a namespace's caches sorted by name.
+// Caches lists a namespace's caches sorted by name; t="" lists every cache.
 func (c *Catalog) Caches(t, ns string) []Cache {
 	c.mu.RLock()
 	var out []Cache
 	for _, x := range c.file.Caches {
-		if x.TenantID == t && x.Namespace == ns {
+		if t == "" || (x.TenantID == t && x.Namespace == ns) {
 			out = append(out, x)
 		}
 	}

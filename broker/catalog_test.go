@@ -25,7 +25,7 @@ func TestCatalogPersistsAndRefusesUnknown(t *testing.T) {
 	if _, err := c.CreateStream(Stream{TenantID: "t1", Namespace: "ns", Stream: "orders"}, nil); !errors.Is(err, ErrExists) {
 		t.Fatalf("duplicate: %v", err)
 	}
-	if _, err := c.CreateCache(Cache{TenantID: "t1", Namespace: "ns", Cache: "primary"}); err != nil {
+	if _, err := c.CreateCache(Cache{TenantID: "t1", Namespace: "ns", Cache: "primary"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.DeleteNamespace("t1", "ns"); !errors.Is(err, ErrNotEmpty) {
@@ -65,7 +65,7 @@ func TestCatalogWriteFailureLeavesStateUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	fail = true
-	if _, err := c.CreateCache(Cache{TenantID: "t", Namespace: "n", Cache: "c"}); !errors.Is(err, injected) {
+	if _, err := c.CreateCache(Cache{TenantID: "t", Namespace: "n", Cache: "c"}, nil); !errors.Is(err, injected) {
 		t.Fatalf("create under failing disk: %v", err)
 	}
 	if _, err := c.Cache("t", "n", "c"); !errors.Is(err, ErrNotFound) {

@@ -81,7 +81,7 @@ type Config struct {
 	TLSKeyFile           string // FELIX_TLS_KEY (PEM)
 	UDPSendBufferBytes   int    // FELIX_UDP_SEND_BUFFER
 	UDPRecvBufferBytes   int    // FELIX_UDP_RECV_BUFFER
-	InitialMTU           int    // FELIX_INITIAL_MTU: quic-go InitialPacketSize, 1200..65527
+	InitialMTU           int    // FELIX_INITIAL_MTU: quic-go InitialPacketSize, 0 or 1200..65527
 	MaxConnections       int    // FELIX_MAX_CONNECTIONS (PROPOSED)
 	MaxStreamsPerConn    int    // FELIX_MAX_STREAMS_PER_CONN (PROPOSED), bi and uni each
 	StreamRecvWindow     int64  // FELIX_CACHE_STREAM_RECV_WINDOW: quic-go max stream window
@@ -214,8 +214,8 @@ func settings() []setting {
 	add("FELIX_UDP_SEND_BUFFER", "udp-send-buffer", "8388608", "SO_SNDBUF request", a, b)
 	a, b = integer(func(c *Config) *int { return &c.UDPRecvBufferBytes }, 0, 1<<30)
 	add("FELIX_UDP_RECV_BUFFER", "udp-recv-buffer", "8388608", "SO_RCVBUF request", a, b)
-	a, b = integer(func(c *Config) *int { return &c.InitialMTU }, 1200, 65527)
-	add("FELIX_INITIAL_MTU", "initial-mtu", "1280", "starting QUIC packet size (PMTU discovery raises it)", a, b)
+	a, b = integer(func(c *Config) *int { return &c.InitialMTU }, 0, 65527)
+	add("FELIX_INITIAL_MTU", "initial-mtu", "0", "starting QUIC packet size, 1200..65527 (0 = quic-go's 1280 with a 1200 fallback; PMTU discovery raises it)", a, b)
 	a, b = integer(func(c *Config) *int { return &c.MaxConnections }, 1, 1<<20)
 	add("FELIX_MAX_CONNECTIONS", "max-connections", "1024", "concurrent client connections", a, b)
 	a, b = integer(func(c *Config) *int { return &c.MaxStreamsPerConn }, 1, 1<<20)
@@ -348,6 +348,9 @@ func (c *Config) validate() error {
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return fmt.Errorf("%w: FELIX_TLS_CERT and FELIX_TLS_KEY must be set together", ErrConfig)
+	}
+	if c.InitialMTU != 0 && c.InitialMTU < 1200 {
+		return fmt.Errorf("%w: FELIX_INITIAL_MTU=%d: want 0 or 1200..65527", ErrConfig, c.InitialMTU)
 	}
 	if c.ControlplaneURL != "" {
 		return fmt.Errorf("%w: FELIX_CONTROLPLANE_URL=%s: cluster mode is not supported by this build", ErrConfig, c.ControlplaneURL)

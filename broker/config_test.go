@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 )
@@ -82,5 +83,18 @@ func TestConfigFsyncAliasesAndIntervalImpliesPeriodic(t *testing.T) {
 	cfg, _, err := LoadConfig(nil, envOf(map[string]string{"FELIX_DURABLE_FSYNC_INTERVAL_MS": "100"}))
 	if err != nil || cfg.FsyncMode != FsyncPeriodic {
 		t.Fatalf("interval alone: mode %s err %v", cfg.FsyncMode, err)
+	}
+}
+
+// docs/operations.md must list every setting (the table there is generated from settings()).
+func TestOperationsDocListsEverySetting(t *testing.T) {
+	doc, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatalf("docs/operations.md: %v", err)
+	}
+	for _, s := range settings() {
+		if !strings.Contains(string(doc), "`"+s.env+"`") || !strings.Contains(string(doc), "`--"+s.flag+"`") {
+			t.Errorf("docs/operations.md does not list %s / --%s", s.env, s.flag)
+		}
 	}
 }

@@ -145,7 +145,35 @@ func (s *Server) openEngine() error {
 			return fmt.Errorf("broker: open stream %s/%s/%s: %w", st.TenantID, st.Namespace, st.Stream, err)
 		}
 	}
+	for _, c := range s.catalog.Caches("", "") {
+		if err := s.ApplyCreateCache(c); err != nil {
+			return fmt.Errorf("broker: open cache %s/%s/%s: %w", c.TenantID, c.Namespace, c.Cache, err)
+		}
+	}
 	return nil
+}
+
+// ApplyCreateCache creates (or, after a restart, reopens and replays) a catalog cache in
+// the engine (StreamApplier).
+func (s *Server) ApplyCreateCache(c Cache) error {
+	err := s.engine.CreateCache(core.CacheSpec{
+		Name:    cacheName(c.TenantID, c.Namespace, c.Cache),
+		Shards:  int(c.Shards),
+		Durable: c.Durable == nil || *c.Durable,
+	})
+	if errors.Is(err, core.ErrInvalid) || errors.Is(err, core.ErrNoDurableStorage) {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return err
+}
+
+// ApplyDeleteCache removes a catalog cache from the engine (StreamApplier).
+func (s *Server) ApplyDeleteCache(c Cache) error {
+	err := s.engine.DeleteCache(cacheName(c.TenantID, c.Namespace, c.Cache))
+	if errors.Is(err, core.ErrNotFound) {
+		return nil
+	}
+	return err
 }
 
 // ApplyCreate creates a catalog stream in the engine (StreamApplier).
@@ -258,6 +286,9 @@ func (s *Server) drain(acceptDone <-chan struct{}) error {
 	s.log.Info("draining", "budget", budget.String())
 	s.ready.Store(false)
 	s.draining.Store(true)
+	if s.cfg.ReadyFile != "" {
+		_ = os.Remove(s.cfg.ReadyFile) // a stale file must not point tools at a stopping broker
+	}
 	_ = s.listener.StopAccepting()
 	<-acceptDone
 	// Stop every connection's readers and event pumps; control streams finish the request

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"errors"
 
 	"github.com/quic-go/quic-go"
@@ -122,10 +121,4 @@ func (h *connHandler) pump(sub *core.Subscription, events *quic.SendStream) {
 		}
 		h.s.m.eventFrames.Inc()
 	}
-}
-
-// handleExtension serves the §8 messages the engine supports; false = not handled.
-func (s *session) handleExtension(m proto.Message) bool {
-	_ = context.Background
-	return false
 }

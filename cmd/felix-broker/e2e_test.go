@@ -466,3 +466,114 @@ func TestOpsEndpointsAndPrintConfig(t *testing.T) {
 		t.Fatalf("invalid value accepted or unnamed: %v %s", err, out)
 	}
 }
+
+func TestCacheOperations(t *testing.T) {
+	b := startBroker(t, "")
+	if code, out := b.admin("POST", "/v1/tenants/default/namespaces/default/caches", "", map[string]any{"cache": "primary"}); code != http.StatusCreated {
+		t.Fatalf("create cache: %d %s", code, out)
+	}
+	c := b.dial()
+	cs := openStream(t, c)
+	cs.auth("default", b.token, flagsPtr(v1Flags), "cache_delete", "counters", "error_codes")
+	id := func(v uint64) *uint64 { return &v }
+	ttl := uint64(60_000)
+	// Pipelined requests; answers correlate by request_id.
+	cs.send(&proto.CachePut{TenantID: "default", Namespace: "default", Cache: "primary", Key: "k", Value: []byte("v1"), RequestID: id(1), TTLMs: &ttl})
+	cs.send(&proto.CachePut{TenantID: "default", Namespace: "default", Cache: "primary", Key: "empty", Value: []byte{}, RequestID: id(2)})
+	cs.send(&proto.CounterAdd{TenantID: "default", Namespace: "default", Cache: "primary", Key: "hits", Delta: 5, RequestID: id(3)})
+	answers := map[uint64]proto.Message{}
+	for len(answers) < 3 {
+		m := cs.msg()
+		switch m := m.(type) {
+		case *proto.CacheOK:
+			answers[m.RequestID] = m
+		case *proto.CounterValue:
+			if m.Value != 5 {
+				t.Fatalf("counter after +5: %d", m.Value)
+			}
+			answers[*m.RequestID] = m
+		default:
+			t.Fatalf("unexpected %T %+v", m, m)
+		}
+	}
+	get := func(key string, rid uint64) *proto.CacheValue {
+		cs.send(&proto.CacheGet{TenantID: "default", Namespace: "default", Cache: "primary", Key: key, RequestID: id(rid)})
+		v, ok := cs.msg().(*proto.CacheValue)
+		if !ok || v.RequestID == nil || *v.RequestID != rid {
+			t.Fatalf("cache_get %s: %+v", key, v)
+		}
+		return v
+	}
+	if v := get("k", 4); string(v.Value) != "v1" {
+		t.Fatalf("get k: %q", v.Value)
+	}
+	if v := get("empty", 5); v.Value == nil || len(v.Value) != 0 {
+		t.Fatalf("empty value must be present and empty: %#v", v.Value)
+	}
+	if v := get("missing", 6); v.Value != nil {
+		t.Fatalf("missing key must be null: %#v", v.Value)
+	}
+	cs.send(&proto.CacheDelete{TenantID: "default", Namespace: "default", Cache: "primary", Key: "k", RequestID: id(7)})
+	if d, ok := cs.msg().(*proto.CacheDeleted); !ok || string(d.Value) != "v1" {
+		t.Fatalf("delete: %+v", d)
+	}
+	cs.send(&proto.CounterGet{TenantID: "default", Namespace: "default", Cache: "primary", Key: "hits", RequestID: id(8)})
+	if cv, ok := cs.msg().(*proto.CounterValue); !ok || cv.Value != 5 {
+		t.Fatalf("counter_get: %+v", cv)
+	}
+	// Unknown cache: a correlatable not_found.
+	cs.send(&proto.CacheGet{TenantID: "default", Namespace: "default", Cache: "nope", Key: "k", RequestID: id(9)})
+	m := cs.msg()
+	expectError(t, m, proto.CodeNotFound, "")
+	if e := m.(*proto.Error); e.RequestID == nil || *e.RequestID != 9 {
+		t.Fatalf("error not correlated: %+v", e)
+	}
+	// Read-only token cannot write.
+	ro, err := auth.IssueToken(b.dataDir, "default", "ro", []string{"cache.read:cache:default/default/*"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := openStream(t, c)
+	rs.auth("default", ro, flagsPtr(v1Flags))
+	rs.send(&proto.CachePut{TenantID: "default", Namespace: "default", Cache: "primary", Key: "k", Value: []byte("x"), RequestID: id(10)})
+	expectError(t, rs.msg(), proto.CodeUnauthorized, "forbidden")
+
+	// Values survive a clean restart (durable cache).
+	if code := b.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	b2 := startBroker(t, b.dataDir)
+	cs2 := openStream(t, b2.dial())
+	cs2.auth("default", b2.token, flagsPtr(v1Flags))
+	cs2.send(&proto.CacheGet{TenantID: "default", Namespace: "default", Cache: "primary", Key: "empty", RequestID: id(11)})
+	if v, ok := cs2.msg().(*proto.CacheValue); !ok || v.Value == nil {
+		t.Fatalf("after restart: %+v", v)
+	}
+}
+
+func TestPublishOnlyUniStream(t *testing.T) {
+	b := startBroker(t, "")
+	b.createStream("default", "default", "logs", true)
+	c := b.dial()
+	uni, err := c.OpenUniStreamSync(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames []byte
+	frames = proto.AppendMessage(frames, &proto.Auth{TenantID: "default", Token: b.token})
+	for i := 0; i < 3; i++ {
+		batch := &proto.PublishBatch{TenantID: []byte("default"), Namespace: []byte("default"), Stream: []byte("logs"), Payloads: [][]byte{[]byte(fmt.Sprintf("u%d", i))}}
+		frames, _ = proto.AppendPublishBatch(frames, batch)
+	}
+	uni.Write(frames)
+	uni.Close()
+	ctl := openStream(t, c)
+	ctl.auth("default", b.token, flagsPtr(v1Flags))
+	ctl.send(&proto.Subscribe{TenantID: "default", Namespace: "default", Stream: "logs", Start: &proto.Start{Kind: proto.StartEarliest}})
+	events := acceptEvents(t, c)
+	ctl.msg()
+	got := events.records(3)
+	if got[0] != "u0" || got[2] != "u2" {
+		t.Fatalf("uni publishes: %v", got)
+	}
+}

@@ -1,0 +1,173 @@
+package broker
+
+import (
+	"errors"
+
+	"felix/auth"
+	"felix/core"
+	"felix/core/cache"
+	"felix/proto"
+)
+
+// handleExtension serves cache messages (spec/client-protocol.md §6, §8.1, §8.2) on any
+// authenticated bi stream; false = not a message this broker serves. Requests are
+// pipelined: answers carry the request_id and may arrive out of order (§1.1).
+func (s *session) handleExtension(m proto.Message) bool {
+	switch m := m.(type) {
+	case *proto.CachePut:
+		if !s.cacheAllowed(auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.RequestID) {
+			return true
+		}
+		ttl := cache.NoTTL
+		if m.TTLMs != nil {
+			if *m.TTLMs > 1<<62 {
+				s.sendError(proto.CodeMalformed, "ttl_ms out of range", m.RequestID)
+				return true
+			}
+			ttl = cache.TTLMillis(int64(*m.TTLMs))
+		}
+		name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
+		s.cacheCall(name, id, func() error {
+			return s.h.s.engine.CachePut(name, []byte(m.Key), m.Value, ttl, func(err error) {
+				defer s.cacheDone()
+				switch {
+				case err != nil:
+					s.cacheError(err, id)
+				case id != nil:
+					s.send(&proto.CacheOK{RequestID: *id})
+				default:
+					s.send(&proto.OK{})
+				}
+			})
+		})
+	case *proto.CacheGet:
+		if !s.cacheAllowed(auth.ActionCacheRead, m.TenantID, m.Namespace, m.Cache, m.RequestID) {
+			return true
+		}
+		name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
+		s.cacheCall(name, id, func() error {
+			return s.h.s.engine.CacheGet(name, []byte(m.Key), func(value []byte, found bool, err error) {
+				defer s.cacheDone()
+				if err != nil {
+					s.cacheError(err, id)
+					return
+				}
+				s.send(&proto.CacheValue{TenantID: m.TenantID, Namespace: m.Namespace, Cache: m.Cache, Key: m.Key, Value: presence(value, found), RequestID: id})
+			})
+		})
+	case *proto.CacheDelete:
+		if !s.cacheAllowed(auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.RequestID) {
+			return true
+		}
+		name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
+		s.cacheCall(name, id, func() error {
+			return s.h.s.engine.CacheDelete(name, []byte(m.Key), func(value []byte, found bool, err error) {
+				defer s.cacheDone()
+				if err != nil {
+					s.cacheError(err, id)
+					return
+				}
+				s.send(&proto.CacheDeleted{TenantID: m.TenantID, Namespace: m.Namespace, Cache: m.Cache, Key: m.Key, Value: presence(value, found), RequestID: id})
+			})
+		})
+	case *proto.CounterAdd:
+		if !s.cacheAllowed(auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.RequestID) {
+			return true
+		}
+		name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
+		s.cacheCall(name, id, func() error {
+			return s.h.s.engine.CounterAdd(name, []byte(m.Key), m.Delta, s.counterAnswer(m.TenantID, m.Namespace, m.Cache, m.Key, id))
+		})
+	case *proto.CounterGet:
+		if !s.cacheAllowed(auth.ActionCacheRead, m.TenantID, m.Namespace, m.Cache, m.RequestID) {
+			return true
+		}
+		name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
+		s.cacheCall(name, id, func() error {
+			return s.h.s.engine.CounterGet(name, []byte(m.Key), s.counterAnswer(m.TenantID, m.Namespace, m.Cache, m.Key, id))
+		})
+	default:
+		return false
+	}
+	return true
+}
+
+func cacheName(t, ns, c string) core.CacheName {
+	return core.CacheName{Tenant: t, Namespace: ns, Cache: c}
+}
+
+// presence maps found=false to the wire's null and keeps an empty stored value non-nil.
+func presence(value []byte, found bool) []byte {
+	if !found {
+		return nil
+	}
+	if value == nil {
+		return []byte{}
+	}
+	return value
+}
+
+// cacheAllowed checks permission before existence (spec/auth.md §4) and answers a refusal.
+func (s *session) cacheAllowed(action auth.Action, t, ns, c string, id *uint64) bool {
+	if err := s.principal.Allow(action, t, ns, c); err != nil {
+		s.sendError(proto.CodeUnauthorized, auth.WireText(err), id)
+		return false
+	}
+	return true
+}
+
+// cacheCall runs one engine call, counting it in flight until its callback ran; a refusal
+// at submit (unknown cache, full inbox) is answered at once.
+// With FELIX_AUTO_CREATE an unknown cache is created and the call retried once.
+func (s *session) cacheCall(name core.CacheName, id *uint64, call func() error) {
+	s.inflight.Add(1)
+	s.h.s.inflight.Add(1)
+	err := call()
+	if errors.Is(err, core.ErrNotFound) && s.h.s.cfg.AutoCreate && s.h.s.autoCreateCache(name) == nil {
+		err = call()
+	}
+	if err != nil {
+		s.cacheDone()
+		s.cacheError(err, id)
+	}
+}
+
+func (s *session) cacheDone() {
+	s.h.s.inflight.Done()
+	s.inflight.Done()
+}
+
+// cacheError answers a failed cache operation with a correlatable error (§8.8).
+func (s *session) cacheError(err error, id *uint64) {
+	code, text := errorCode(err)
+	if errors.Is(err, core.ErrNotFound) {
+		text = "cache not found"
+	}
+	s.sendError(code, text, id)
+}
+
+func (s *session) counterAnswer(t, ns, c, key string, id *uint64) func(int64, error) {
+	return func(sum int64, err error) {
+		defer s.cacheDone()
+		if err != nil {
+			s.cacheError(err, id)
+			return
+		}
+		s.send(&proto.CounterValue{TenantID: t, Namespace: ns, Cache: c, Key: key, Value: sum, RequestID: id})
+	}
+}
+
+// autoCreateCache creates tenant/namespace/cache on first use (FELIX_AUTO_CREATE=true).
+func (srv *Server) autoCreateCache(name core.CacheName) error {
+	if err := srv.catalog.EnsureNamespace(Namespace{TenantID: name.Tenant, Namespace: name.Namespace, DisplayName: name.Namespace}); err != nil {
+		return err
+	}
+	_, err := srv.catalog.CreateCache(Cache{TenantID: name.Tenant, Namespace: name.Namespace, Cache: name.Cache}, srv.ApplyCreateCache)
+	if errors.Is(err, ErrExists) {
+		return nil
+	}
+	if err == nil {
+		srv.log.Info("auto-created cache", "cache", name.String())
+	}
+	return err
+}
