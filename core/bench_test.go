@@ -112,6 +112,14 @@ func runPublishBench(b *testing.B, bc benchCase) {
 	b.StopTimer()
 	b.ReportMetric(float64(delivered.Load())/elapsed.Seconds(), "records/s")
 	b.ReportMetric(float64(delivered.Load())/elapsed.Seconds()/float64(bc.cores), "records/s/core")
+	if bc.durable && bc.fsync == FsyncOnCommit {
+		fanIn := 0.0
+		_ = e.runOn(e.cores[0], func(c *core) error {
+			fanIn = c.disk.(*seglogDisk).disk.Stats().GroupCommitFanIn()
+			return nil
+		})
+		b.ReportMetric(fanIn, "appends/fsync")
+	}
 }
 
 // benchPublish sends batches to one shard with up to bc.window in flight,

@@ -81,8 +81,9 @@ func (d *seglogDisk) Poll(block time.Duration) error {
 		if _, err := d.ring.Wait(d.reaps[:], 1, block); err != nil {
 			return err
 		}
+		block = 0
 	}
-	return d.disk.Poll(0)
+	return d.disk.Poll(block)
 }
 
 // SyncAll is a no-op: seglog runs the periodic fdatasync itself inside Poll
