@@ -3,6 +3,7 @@ package seglog
 import (
 	"errors"
 	"os"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -151,6 +152,8 @@ func (l *Log) roll() error {
 		if l.active != nil {
 			l.closeUnit(l.active)
 		}
+	} else if old.zeroFlight > 0 {
+		l.sealPending = old
 	} else if err := l.seal(old); err != nil {
 		l.fail(err)
 		return err
@@ -200,7 +203,10 @@ func (l *Log) submit() error {
 			}
 		}
 	}
-	if l.writing() {
+	if err := l.maybeZero(); err != nil {
+		return err
+	}
+	if l.writing() || l.sealPending != nil {
 		return nil
 	}
 	for i, u := range l.units {
@@ -210,9 +216,96 @@ func (l *Log) submit() error {
 		if i > 0 && l.units[i-1].seg != u.seg {
 			return nil // the previous segment is sealed first
 		}
+		if z := u.seg.zeroFlight; z > 0 && u.filePos+int64(u.n+l.block) > u.seg.zeroEnd {
+			return nil // would overlap the pre-zeroing write in flight
+		}
 		return l.startWrite(u)
 	}
 	return nil
+}
+
+// zeroBuf is shared, never-written aligned zero memory for pre-zeroing writes.
+var (
+	zeroBuf  []byte
+	zeroOnce sync.Once
+)
+
+const prezeroChunk = 4 << 20
+
+// maybeZero starts a pre-zeroing write when the active segment's written
+// region is less than PrezeroBytes ahead of its data (on_commit logs only).
+func (l *Log) maybeZero() error {
+	s := l.activeSeg()
+	if l.opts.PrezeroBytes <= 0 || l.opts.FsyncMode != FsyncOnCommit || s.wf == nil || l.zeroing() || l.failed != nil {
+		return nil
+	}
+	limit := (l.opts.SegmentBytes + int64(l.block) - 1) &^ int64(l.block-1)
+	start := s.zeroEnd
+	if hw := (s.size + int64(l.block) - 1) &^ int64(l.block-1); hw > start {
+		start = hw
+	}
+	if start >= limit || start-s.size >= l.opts.PrezeroBytes {
+		return nil
+	}
+	n := int64(prezeroChunk)
+	if start+n > limit {
+		n = limit - start
+	}
+	zeroOnce.Do(func() { zeroBuf, _ = ring.AlignedBuffer(prezeroChunk) })
+	if zeroBuf == nil {
+		return nil // best effort: no memory for the zero buffer
+	}
+	s.zeroEnd, s.zeroFlight = start, start+n
+	ud := l.d.userData(l, tagZero)
+	if fd := s.wf.Fd(); l.d.r != nil && fd >= 0 {
+		op := ring.Op{Code: ring.OpWrite, FD: int32(fd), Buf: zeroBuf[:n], Off: start, UserData: ud}
+		if err := l.d.prepare(&op); err != nil {
+			s.zeroFlight = 0
+			if errors.Is(err, ring.ErrTooManyInFlight) {
+				return nil
+			}
+			return storageErr("prepare", s.path, err)
+		}
+		return nil
+	}
+	err := runWrite(s.wf, zeroBuf[:n], start)
+	l.d.local = append(l.d.local, localCompletion{userData: ud, res: n, err: err})
+	return nil
+}
+
+// zeroDone completes a pre-zeroing write.
+func (l *Log) zeroDone(res int64, err error) {
+	for _, s := range l.segs {
+		if s.zeroFlight == 0 {
+			continue
+		}
+		if err == nil && res != s.zeroFlight-s.zeroEnd {
+			err = shortErr("write", int(res), int(s.zeroFlight-s.zeroEnd))
+		}
+		if err != nil {
+			l.fail(storageErr("write", s.path, err))
+		} else {
+			s.zeroEnd = s.zeroFlight
+		}
+		s.zeroFlight = 0
+	}
+	if s := l.sealPending; s != nil && l.failed == nil {
+		l.sealPending = nil
+		if err := l.seal(s); err != nil {
+			l.fail(err)
+		}
+	}
+	l.d.markPending(l)
+}
+
+// zeroing reports whether a pre-zeroing write is in flight on any segment.
+func (l *Log) zeroing() bool {
+	for _, s := range l.segs {
+		if s.zeroFlight > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // hasWork reports whether l has staged writes that nothing in flight will
@@ -366,7 +459,9 @@ func (l *Log) retire() {
 			u.cbs[i] = pendingAppend{}
 		}
 		l.putBuf(u.buf)
-		if u.sealAfter {
+		if u.sealAfter && u.seg.zeroFlight > 0 {
+			l.sealPending = u.seg // sealed when the pre-zeroing write completes
+		} else if u.sealAfter {
 			if err := l.seal(u.seg); err != nil {
 				l.fail(err)
 				return
@@ -463,7 +558,7 @@ func (l *Log) Close() error {
 		return nil
 	}
 	err := l.d.drain(l)
-	for l.inflightWrite != nil || l.syncInFlight {
+	for l.inflightWrite != nil || l.syncInFlight || l.zeroing() {
 		if perr := l.d.Poll(time.Second); perr != nil {
 			break
 		}

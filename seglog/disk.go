@@ -82,9 +82,10 @@ var groupCommitFanIn = metrics.GetOrCreateHistogram("felix_storage_group_commit_
 // Operation tags in the low bits of a ring UserData; the log id is above them.
 const (
 	tagWrite    = 1
-	tagSync     = 2 // on_commit fdatasync linked to a write
+	tagSync     = 2 // on_commit fdatasync covering completed writes
 	tagPeriodic = 3 // periodic fdatasync
-	tagBits     = 2
+	tagZero     = 4 // pre-zeroing write ahead of the data
+	tagBits     = 3
 )
 
 // NewDisk returns a Disk using ring r (nil: every write is synchronous through
@@ -247,7 +248,7 @@ func (d *Disk) Idle() bool {
 		return false
 	}
 	for _, l := range d.logs {
-		if len(l.units) > 0 || l.syncInFlight || l.inflightWrite != nil {
+		if len(l.units) > 0 || l.syncInFlight || l.inflightWrite != nil || l.zeroing() || l.sealPending != nil {
 			return false
 		}
 	}
@@ -273,6 +274,8 @@ func (d *Disk) complete(userData uint64, res int64, err error) {
 	switch userData & (1<<tagBits - 1) {
 	case tagWrite, tagSync:
 		l.opDone(userData&(1<<tagBits-1), res, err)
+	case tagZero:
+		l.zeroDone(res, err)
 	case tagPeriodic:
 		l.periodicDone(err)
 	}
@@ -281,7 +284,7 @@ func (d *Disk) complete(userData uint64, res int64, err error) {
 // drain runs Flush and Poll until l has nothing staged or in flight. Used by
 // operations that need an idle log (Close); runs other logs' callbacks too.
 func (d *Disk) drain(l *Log) error {
-	for l.failed == nil && (len(l.units) > 0 || l.syncInFlight) {
+	for l.failed == nil && (len(l.units) > 0 || l.syncInFlight || l.zeroing() || l.sealPending != nil) {
 		d.markPending(l)
 		if err := d.Flush(); err != nil {
 			return err

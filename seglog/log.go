@@ -50,8 +50,9 @@ type Log struct {
 	syncDue       int64 // unix nanos when the next periodic fdatasync is due
 	written       uint64
 
-	failed error
-	closed bool
+	failed      error
+	closed      bool
+	sealPending *segment // rolled segment waiting for its pre-zeroing write before sealing
 
 	notifyMu sync.Mutex
 	notify   chan struct{} // closed when committed advances; nil when nobody waits

@@ -14,11 +14,15 @@ func payloadOf(i int) []byte {
 }
 
 func TestAppendReadReopen(t *testing.T) {
-	for _, mode := range []FsyncMode{FsyncOnCommit, FsyncPeriodic, FsyncNone} {
-		t.Run(mode.String(), func(t *testing.T) {
+	for _, mode := range []FsyncMode{FsyncOnCommit, FsyncPeriodic, FsyncNone, FsyncOnCommit + 10} {
+		prezero := int64(0)
+		if mode == FsyncOnCommit+10 {
+			mode, prezero = FsyncOnCommit, 16<<10
+		}
+		t.Run(fmt.Sprintf("%s-prezero%d", mode, prezero), func(t *testing.T) {
 			dir := t.TempDir()
 			d := NewDisk(newRing(t), nil)
-			l, err := d.Open(Options{Dir: dir, FsyncMode: mode, SegmentBytes: 8192})
+			l, err := d.Open(Options{Dir: dir, FsyncMode: mode, SegmentBytes: 8192, PrezeroBytes: prezero})
 			if err != nil {
 				t.Fatal(err)
 			}

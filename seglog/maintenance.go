@@ -15,7 +15,7 @@ func (l *Log) idle() error {
 		return ErrClosed
 	case l.failed != nil:
 		return l.failed
-	case len(l.units) > 0 || l.inflightWrite != nil || l.syncInFlight:
+	case len(l.units) > 0 || l.inflightWrite != nil || l.syncInFlight || l.zeroing() || l.sealPending != nil:
 		return ErrBusy
 	}
 	return nil

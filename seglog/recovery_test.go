@@ -376,3 +376,49 @@ func TestFaultInjection(t *testing.T) {
 }
 
 var _ = io.EOF
+
+// TestPrezeroCrashImage: with pre-zeroing, the crash image of an open log has
+// zeros past the data; reopening keeps every acknowledged record.
+func TestPrezeroCrashImage(t *testing.T) {
+	dir := t.TempDir()
+	d := NewDisk(newRing(t), nil)
+	o := Options{Dir: dir, FsyncMode: FsyncOnCommit, SegmentBytes: 64 << 10, PrezeroBytes: 32 << 10}
+	l, err := d.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acked []rec
+	for i := 0; i < 300; i++ {
+		r := appendWait(t, d, l, 3, payloadOf(i))
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		acked = append(acked, rec{r.first, 3, string(payloadOf(i))})
+	}
+	waitFor(t, d, func() bool { return d.Idle() })
+	img := filepath.Join(t.TempDir(), "img")
+	copyDir(t, dir, img) // the log is still open: a crash image
+	st, _ := os.Stat(newestSegment(t, img))
+	if st.Size() <= int64(lastRecordPos(t, newestSegment(t, img))) {
+		t.Fatal("no pre-zeroed region in the image")
+	}
+	l.Close()
+	l2, err := NewDisk(newRing(t), nil).Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2.Close()
+	o.Dir = img
+	d2 := NewDisk(newRing(t), nil)
+	l3, err := d2.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l3.Close()
+	if got := readAll(t, l3, 0); fmt.Sprint(got) != fmt.Sprint(acked) {
+		t.Fatalf("crash image holds %d records, want %d", len(got), len(acked))
+	}
+	if r := appendWait(t, d2, l3, 4, []byte("more")); r.err != nil || r.first != 300 {
+		t.Fatalf("%+v", r)
+	}
+}

@@ -28,6 +28,9 @@ type segment struct {
 	rf     File // the core's read handle, opened lazily
 	direct bool
 	sealed bool
+
+	zeroEnd    int64 // file bytes [0, zeroEnd) are written (data or pre-zeroed)
+	zeroFlight int64 // end of the pre-zeroing write in flight (0 = none)
 }
 
 func (s *segment) indexPath() string {
