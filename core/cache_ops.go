@@ -35,13 +35,16 @@ const (
 const (
 	cacheSweepInterval   = 100 * time.Millisecond // TTL sweep period
 	cacheSweepPerTick    = 1024                   // values expired per shard per sweep
-	cacheCompactMin      = 1 << 16                // records written before a compaction is considered
 	cacheCompactFactor   = 4                      // compact when written > factor × live
 	cacheReadBytes       = 1 << 20                // replay / history read size
 	cacheWatchQueue      = 1024                   // default live changes buffered per watch
 	cacheMaxShards       = 4096
 	cacheWatchHistoryMax = 1 << 30
 )
+
+// cacheCompactMin is how many cache-log records a shard writes before a
+// compaction is considered (a variable so tests can lower it).
+var cacheCompactMin uint64 = 1 << 16
 
 // CacheName names a cache: tenant, namespace, cache. A cache and a stream
 // may share a name (their logs live under different roots).
