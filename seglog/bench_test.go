@@ -59,20 +59,26 @@ func BenchmarkAppend(b *testing.B) {
 		}
 	}
 	for _, x := range cells {
-		b.Run(fmt.Sprintf("%s/%dB/batch%d/conc%d", x.mode, x.size, x.batch, x.c), func(b *testing.B) {
-			runAppendBench(b, x.mode, x.size, x.batch, x.c)
-		})
+		prezeros := []int64{0}
+		if x.mode == FsyncOnCommit {
+			prezeros = append(prezeros, 8<<20)
+		}
+		for _, pz := range prezeros {
+			b.Run(fmt.Sprintf("%s/%dB/batch%d/conc%d/prezero%dM", x.mode, x.size, x.batch, x.c, pz>>20), func(b *testing.B) {
+				runAppendBench(b, x.mode, x.size, x.batch, x.c, pz)
+			})
+		}
 	}
 }
 
-func runAppendBench(b *testing.B, mode FsyncMode, size, batch, conc int) {
+func runAppendBench(b *testing.B, mode FsyncMode, size, batch, conc int, prezero int64) {
 	r, err := ring.New(ring.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer r.Close()
 	d := NewDisk(r, nil)
-	l, err := d.Open(Options{Dir: b.TempDir(), FsyncMode: mode})
+	l, err := d.Open(Options{Dir: b.TempDir(), FsyncMode: mode, PrezeroBytes: prezero})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -183,3 +183,31 @@ func TestDirectoryNames(t *testing.T) {
 	}
 	_ = os.Getpid
 }
+
+// TestAppendAllocationsDoNotScaleWithRecords: staging a 64-record batch costs
+// no more allocations than a 1-record batch (no per-record allocation).
+func TestAppendAllocationsDoNotScaleWithRecords(t *testing.T) {
+	d := NewDisk(newRing(t), nil)
+	l, err := d.Open(Options{Dir: t.TempDir(), FsyncMode: FsyncNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	done := func(uint64, uint64, error) {}
+	measure := func(n int) float64 {
+		ps := make([][]byte, n)
+		for i := range ps {
+			ps[i] = make([]byte, 128)
+		}
+		return testing.AllocsPerRun(200, func() {
+			if err := l.Append(ps, 1, done); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	one, many := measure(1), measure(64)
+	if many > 1 || many > one+0.5 {
+		t.Fatalf("allocations per Append: batch 1 %.2f, batch 64 %.2f", one, many)
+	}
+	waitFor(t, d, func() bool { return d.Idle() })
+}

@@ -26,6 +26,21 @@ func (c *readCursor) close() {
 	}
 }
 
+// prune closes descriptors of segments wholly below from's segment (removed
+// by retention or compaction, or simply passed).
+func (c *readCursor) prune(from uint64) {
+	if len(c.files) < 4 {
+		return
+	}
+	v := c.l.view(from)
+	for id, f := range c.files {
+		if v == nil || id < v.id {
+			f.Close()
+			delete(c.files, id)
+		}
+	}
+}
+
 func (c *readCursor) file(id uint64, path string) (File, error) {
 	if f, ok := c.files[id]; ok {
 		return f, nil
@@ -68,6 +83,7 @@ func (c *readCursor) read(from, limit uint64, maxBytes int, fn func(off uint64, 
 	if oldest := l.earliest.Load(); from < oldest {
 		return &TrimmedError{Requested: from, Oldest: oldest}
 	}
+	c.prune(from)
 	delivered, bytes := 0, 0
 	for from < limit {
 		v := l.view(from)
