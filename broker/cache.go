@@ -29,7 +29,7 @@ func (s *session) handleExtension(m proto.Message) bool {
 		name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
 		s.cacheCall(name, id, func() error {
 			return s.h.s.engine.CachePut(name, []byte(m.Key), m.Value, ttl, func(err error) {
-				defer s.cacheDone()
+				defer s.opDone()
 				switch {
 				case err != nil:
 					s.cacheError(err, id)
@@ -47,7 +47,7 @@ func (s *session) handleExtension(m proto.Message) bool {
 		name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
 		s.cacheCall(name, id, func() error {
 			return s.h.s.engine.CacheGet(name, []byte(m.Key), func(value []byte, found bool, err error) {
-				defer s.cacheDone()
+				defer s.opDone()
 				if err != nil {
 					s.cacheError(err, id)
 					return
@@ -62,7 +62,7 @@ func (s *session) handleExtension(m proto.Message) bool {
 		name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
 		s.cacheCall(name, id, func() error {
 			return s.h.s.engine.CacheDelete(name, []byte(m.Key), func(value []byte, found bool, err error) {
-				defer s.cacheDone()
+				defer s.opDone()
 				if err != nil {
 					s.cacheError(err, id)
 					return
@@ -87,7 +87,7 @@ func (s *session) handleExtension(m proto.Message) bool {
 			return s.h.s.engine.CounterGet(name, []byte(m.Key), s.counterAnswer(m.TenantID, m.Namespace, m.Cache, m.Key, id))
 		})
 	default:
-		return false
+		return s.handleGroup(m)
 	}
 	return true
 }
@@ -127,12 +127,12 @@ func (s *session) cacheCall(name core.CacheName, id *uint64, call func() error) 
 		err = call()
 	}
 	if err != nil {
-		s.cacheDone()
+		s.opDone()
 		s.cacheError(err, id)
 	}
 }
 
-func (s *session) cacheDone() {
+func (s *session) opDone() {
 	s.h.s.inflight.Done()
 	s.inflight.Done()
 }
@@ -148,7 +148,7 @@ func (s *session) cacheError(err error, id *uint64) {
 
 func (s *session) counterAnswer(t, ns, c, key string, id *uint64) func(int64, error) {
 	return func(sum int64, err error) {
-		defer s.cacheDone()
+		defer s.opDone()
 		if err != nil {
 			s.cacheError(err, id)
 			return

@@ -22,7 +22,7 @@ const ServerFlags = proto.KnownFlagsV1
 
 // serverFeatures are the JSON-only features of spec §8.0 this broker implements; auth_ok
 // lists the intersection with the client's list.
-var serverFeatures = []string{proto.FeatureErrorCodes, proto.FeatureIdempotentPublish, proto.FeatureCacheDelete, proto.FeatureCounters}
+var serverFeatures = []string{proto.FeatureErrorCodes, proto.FeatureIdempotentPublish, proto.FeatureCacheDelete, proto.FeatureCounters, proto.FeatureGroups}
 
 // connHandler serves one client connection: it accepts the client's bi streams (control,
 // cache) and uni streams (publish-only) and runs one session per stream. Bounds: the
@@ -34,6 +34,7 @@ type connHandler struct {
 	ctx      context.Context // ends with the connection or at shutdown
 	cancel   context.CancelFunc
 	budget   *netq.ByteBudget
+	consumer uint64 // consumer id of this connection in consumer groups
 	subs     atomic.Int64
 	sessions sync.WaitGroup // stream readers
 	pumps    sync.WaitGroup // event stream writers
@@ -43,7 +44,8 @@ func newConnHandler(s *Server, c *netq.Conn) *connHandler {
 	ctx, cancel := context.WithCancel(c.Context())
 	stop := context.AfterFunc(s.shutdown, cancel)
 	go func() { <-ctx.Done(); stop() }()
-	return &connHandler{s: s, conn: c, ctx: ctx, cancel: cancel, budget: netq.NewByteBudget(s.cfg.PublishConnInflightByte)}
+	return &connHandler{s: s, conn: c, ctx: ctx, cancel: cancel, budget: netq.NewByteBudget(s.cfg.PublishConnInflightByte),
+		consumer: s.nextConsumer.Add(1)}
 }
 
 // serve runs until the connection ends or the broker drains; on a drain it lets every

@@ -49,6 +49,8 @@ type Server struct {
 	inflight  sync.WaitGroup   // publishes handed to the engine, not yet done
 	conns     sync.WaitGroup   // connection handlers
 	nextSubID atomic.Uint64
+	// nextConsumer numbers connections as consumer-group consumers.
+	nextConsumer atomic.Uint64
 }
 
 // ReadyInfo is the JSON written to FELIX_READY_FILE once the broker is ready (tests, the

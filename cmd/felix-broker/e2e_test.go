@@ -577,3 +577,59 @@ func TestPublishOnlyUniStream(t *testing.T) {
 		t.Fatalf("uni publishes: %v", got)
 	}
 }
+
+func TestConsumerGroups(t *testing.T) {
+	b := startBroker(t, "")
+	b.createStream("default", "default", "jobs", true)
+	c := b.dial()
+	s := openStream(t, c)
+	ok, _ := s.auth("default", b.token, flagsPtr(v1Flags), "groups").(*proto.AuthOK)
+	if ok == nil || !strings.Contains(strings.Join(ok.Features, ","), "groups") {
+		t.Fatalf("groups feature not advertised: %+v", ok)
+	}
+	for i := 0; i < 3; i++ {
+		id := uint64(i)
+		s.send(&proto.Publish{TenantID: "default", Namespace: "default", Stream: "jobs", Payload: []byte(fmt.Sprintf("job-%d", i)), RequestID: &id})
+		if _, ok := s.msg().(*proto.PublishOK); !ok {
+			t.Fatal("publish")
+		}
+	}
+	poll := func(rid uint64) *proto.GroupRecords {
+		t.Helper()
+		s.send(&proto.GroupPoll{TenantID: "default", Namespace: "default", Stream: "jobs", Group: "billing", MaxRecords: 10, MaxWaitMs: 2000, RequestID: rid})
+		m := s.msg()
+		r, ok := m.(*proto.GroupRecords)
+		if !ok || r.RequestID != rid {
+			t.Fatalf("group_poll answer %T %+v", m, m)
+		}
+		return r
+	}
+	r := poll(10)
+	if len(r.Records) != 3 || string(r.Records[0].Payload) != "job-0" || r.Records[0].Delivery != 1 {
+		t.Fatalf("first poll %+v", r)
+	}
+	s.send(&proto.GroupAck{TenantID: "default", Namespace: "default", Stream: "jobs", Group: "billing", Offsets: []uint64{0, 1}, RequestID: 11})
+	if g, ok := s.msg().(*proto.GroupOK); !ok || g.RequestID != 11 {
+		t.Fatalf("ack answer %+v", g)
+	}
+	zero := uint64(0)
+	s.send(&proto.GroupNack{TenantID: "default", Namespace: "default", Stream: "jobs", Group: "billing", Offsets: []uint64{2}, RedeliverAfterMs: &zero, RequestID: 12})
+	if g, ok := s.msg().(*proto.GroupOK); !ok || g.RequestID != 12 {
+		t.Fatalf("nack answer %+v", g)
+	}
+	r = poll(13)
+	if len(r.Records) != 1 || r.Records[0].Offset != 2 || r.Records[0].Delivery != 2 {
+		t.Fatalf("redelivery %+v", r)
+	}
+	s.send(&proto.DeadLettersList{TenantID: "default", Namespace: "default", Stream: "jobs", Group: "billing", Limit: 10, RequestID: 14})
+	if d, ok := s.msg().(*proto.DeadLetters); !ok || len(d.Entries) != 0 {
+		t.Fatalf("dead letters %+v", d)
+	}
+	// Acking again is idempotent; an unknown group is not_found.
+	s.send(&proto.GroupAck{TenantID: "default", Namespace: "default", Stream: "jobs", Group: "billing", Offsets: []uint64{0}, RequestID: 15})
+	if g, ok := s.msg().(*proto.GroupOK); !ok || g.RequestID != 15 {
+		t.Fatalf("repeated ack answer %+v", g)
+	}
+	s.send(&proto.GroupAck{TenantID: "default", Namespace: "default", Stream: "jobs", Group: "nobody", Offsets: []uint64{0}, RequestID: 16})
+	expectError(t, s.msg(), proto.CodeNotFound, "")
+}

@@ -1,0 +1,170 @@
+package broker
+
+import (
+	"errors"
+	"time"
+
+	"felix/auth"
+	"felix/core"
+	"felix/core/groups"
+	"felix/proto"
+)
+
+// maxGroupWait bounds a parked group_poll (max_wait_ms) so a poll cannot hold a stream's
+// in-flight slot for longer than a drain could wait.
+const maxGroupWait = 30 * time.Second
+
+// handleGroup serves the consumer-group messages of spec/client-protocol.md §8.3 on an
+// authenticated bi stream; false = not a group message. Permission: stream.subscribe on
+// the stream (spec/auth.md §4, PROPOSED). The consumer is the connection: records polled on
+// one connection are acked or nacked from any stream of it. Refused offsets (lease
+// expired, not leased, not a dead letter) answer error {code: "malformed", request_id}
+// naming them; the other offsets of the call were applied.
+func (s *session) handleGroup(m proto.Message) bool {
+	switch m := m.(type) {
+	case *proto.GroupPoll:
+		if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
+			return true
+		}
+		id := m.RequestID
+		wait := min(time.Duration(m.MaxWaitMs)*time.Millisecond, maxGroupWait)
+		req := core.GroupPollRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
+			Group: m.Group, Consumer: s.h.consumer, MaxRecords: max(int(m.MaxRecords), 1), MaxWait: wait}
+		s.groupCall(id, func() error {
+			return s.h.s.engine.GroupPoll(req, func(recs []core.GroupRecord, err error) {
+				defer s.opDone()
+				if err != nil {
+					s.groupError(err, id)
+					return
+				}
+				out := &proto.GroupRecords{RequestID: id, Group: m.Group, Shard: m.Shard, Records: make([]proto.GroupRecord, len(recs))}
+				for i, r := range recs {
+					out.Records[i] = proto.GroupRecord{Offset: r.Offset, Payload: r.Payload, Delivery: r.Delivery}
+				}
+				s.send(out)
+			})
+		})
+	case *proto.GroupAck:
+		if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
+			return true
+		}
+		req := core.GroupAckRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
+			Group: m.Group, Consumer: s.h.consumer, Refs: refs(m.Offsets)}
+		id := m.RequestID
+		s.groupCall(id, func() error { return s.h.s.engine.GroupAck(req, s.groupOK(id)) })
+	case *proto.GroupNack:
+		if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
+			return true
+		}
+		delay := int64(-1)
+		if m.RedeliverAfterMs != nil {
+			delay = int64(min(*m.RedeliverAfterMs, 1<<40))
+		}
+		req := core.GroupAckRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
+			Group: m.Group, Consumer: s.h.consumer, Refs: refs(m.Offsets), DelayMillis: delay}
+		id := m.RequestID
+		s.groupCall(id, func() error { return s.h.s.engine.GroupNack(req, s.groupOK(id)) })
+	case *proto.DeadLettersList:
+		if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
+			return true
+		}
+		req := core.DeadLettersRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
+			Group: m.Group, From: m.FromOffset, Limit: max(int(m.Limit), 1)}
+		id := m.RequestID
+		s.groupCall(id, func() error {
+			return s.h.s.engine.DeadLetters(req, func(list []groups.DeadLetter, next uint64, err error) {
+				defer s.opDone()
+				if err != nil {
+					s.groupError(err, id)
+					return
+				}
+				out := &proto.DeadLetters{RequestID: id, Group: m.Group, Shard: m.Shard, Entries: make([]proto.DeadLetter, len(list))}
+				for i, d := range list {
+					out.Entries[i] = proto.DeadLetter{Offset: d.Offset, Deliveries: d.Deliveries, DeadLetteredAtMs: uint64(max(d.AtMillis, 0))}
+				}
+				if len(list) == req.Limit {
+					out.NextFrom = &next
+				}
+				s.send(out)
+			})
+		})
+	case *proto.DeadLettersRedrive:
+		if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
+			return true
+		}
+		req := core.RedriveRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
+			Group: m.Group, Offsets: m.Offsets}
+		id := m.RequestID
+		s.groupCall(id, func() error {
+			return s.h.s.engine.Redrive(req, func(n int, err error) {
+				defer s.opDone()
+				if err != nil {
+					s.groupError(err, id)
+					return
+				}
+				count := uint64(n)
+				s.send(&proto.GroupOK{RequestID: id, Count: &count})
+			})
+		})
+	default:
+		return false
+	}
+	return true
+}
+
+func streamName(t, ns, s string) core.StreamName {
+	return core.StreamName{Tenant: t, Namespace: ns, Stream: s}
+}
+
+// refs names the consumer's current lease of each offset (Delivery 0).
+func refs(offsets []uint64) []groups.Ref {
+	out := make([]groups.Ref, len(offsets))
+	for i, o := range offsets {
+		out[i] = groups.Ref{Offset: o}
+	}
+	return out
+}
+
+func (s *session) groupAllowed(t, ns, stream string, id uint64) bool {
+	if err := s.principal.Allow(auth.ActionStreamSubscribe, t, ns, stream); err != nil {
+		s.sendError(proto.CodeUnauthorized, auth.WireText(err), &id)
+		return false
+	}
+	return true
+}
+
+func (s *session) groupCall(id uint64, call func() error) {
+	s.inflight.Add(1)
+	s.h.s.inflight.Add(1)
+	if err := call(); err != nil {
+		s.opDone()
+		s.groupError(err, id)
+	}
+}
+
+func (s *session) groupOK(id uint64) func(error) {
+	return func(err error) {
+		defer s.opDone()
+		if err != nil {
+			s.groupError(err, id)
+			return
+		}
+		s.send(&proto.GroupOK{RequestID: id})
+	}
+}
+
+// groupError answers a failed group operation with a correlatable error (§8.8).
+func (s *session) groupError(err error, id uint64) {
+	var oe *groups.OffsetsError
+	switch {
+	case errors.As(err, &oe):
+		s.sendError(proto.CodeMalformed, err.Error(), &id)
+	case errors.Is(err, groups.ErrUnknownGroup):
+		s.sendError(proto.CodeNotFound, "unknown group", &id)
+	case errors.Is(err, groups.ErrInvalidGroupName), errors.Is(err, groups.ErrInvalidRequest):
+		s.sendError(proto.CodeMalformed, err.Error(), &id)
+	default:
+		code, text := errorCode(err)
+		s.sendError(code, text, &id)
+	}
+}
