@@ -12,6 +12,7 @@ import (
 //	felix_core_inbox_depth{core}                   gauge: messages waiting in the inbox
 //	felix_core_drain_batch_size{core}              histogram: messages taken per loop turn
 //	felix_core_pinned{core}                        gauge: 1 when sched_setaffinity succeeded
+//	felix_stream_publish_batch_records{stream,shard} histogram: records per publish
 //	felix_stream_append_wait_seconds{stream,shard} histogram: enqueue → staged in the log
 //	felix_stream_commit_seconds{stream,shard}      histogram: staged → append completed (fsync per mode)
 //	felix_subscribe_dropped_total{stream,shard}    counter: records dropped by DropNew subscribers
@@ -40,6 +41,7 @@ func newCoreMetrics(set *metrics.Set, c *core) *coreMetrics {
 type shardMetrics struct {
 	set        *metrics.Set
 	names      []string
+	batch      *metrics.Histogram
 	appendWait *metrics.Histogram
 	commit     *metrics.Histogram
 	drops      *metrics.Counter
@@ -55,6 +57,7 @@ func newShardMetrics(set *metrics.Set, s *streamShard) *shardMetrics {
 		m.names = append(m.names, base+label)
 		return base + label
 	}
+	m.batch = set.GetOrCreateHistogram(name("felix_stream_publish_batch_records"))
 	m.appendWait = set.GetOrCreateHistogram(name("felix_stream_append_wait_seconds"))
 	m.commit = set.GetOrCreateHistogram(name("felix_stream_commit_seconds"))
 	m.drops = set.GetOrCreateCounter(name("felix_subscribe_dropped_total"))

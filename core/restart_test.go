@@ -253,3 +253,35 @@ func TestProducerRecordRoundTrip(t *testing.T) {
 		t.Fatal("record with last < first accepted")
 	}
 }
+
+func TestDeleteDurableStreamRemovesItsLogs(t *testing.T) {
+	dir := t.TempDir()
+	e, err := NewEngine(Config{Cores: 1, DataDir: dir, Fsync: FsyncOnCommit, NoPinning: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	spec := StreamSpec{Name: testStream, Shards: 2, Durable: true}
+	if err := e.CreateStream(spec); err != nil {
+		t.Fatal(err)
+	}
+	for shard := range 2 {
+		if _, err := publishSync(t, e, &PublishRequest{Stream: testStream, Pinned: true, Shard: shard, Payloads: payloads("x", 3), ProducerID: "p", Sequence: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.DeleteStream(testStream); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateStream(spec); err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.StreamInfo(testStream)
+	if err != nil || info.NextOffsets[0] != 0 || info.NextOffsets[1] != 0 {
+		t.Fatalf("recreated stream is not empty: %+v %v", info, err)
+	}
+	res, err := publishSync(t, e, &PublishRequest{Stream: testStream, Pinned: true, Shard: 0, Payloads: payloads("x", 1), ProducerID: "p", Sequence: 1})
+	if err != nil || res.Duplicate || res.FirstOffset != 0 {
+		t.Fatalf("producer window survived the delete: %+v %v", res, err)
+	}
+}

@@ -147,6 +147,7 @@ func (s *streamShard) apply(req *PublishRequest, done func(PublishResult, error)
 	}
 	now := s.c.clock.MonoNanos()
 	s.metrics.appendWait.Update(float64(now-enqueued) / 1e9)
+	s.metrics.batch.Update(float64(len(req.Payloads)))
 	if !s.durable {
 		s.applyMemory(req, done)
 		return
