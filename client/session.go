@@ -96,7 +96,7 @@ func (c *call) deliver(r reply, err error) {
 	c.ch <- result{r, err}
 }
 
-// send registers c under id and writes frame. A write that failed before any byte left
+// send registers c under id (c nil: no answer expected) and writes frame. A write that failed before any byte left
 // returns an error wrapping errNotSent; a partial write ends the session and c receives
 // ErrIndeterminate.
 func (s *session) send(id uint64, c *call, appendFrame func([]byte) []byte) error {
@@ -105,7 +105,9 @@ func (s *session) send(id uint64, c *call, appendFrame func([]byte) []byte) erro
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %w", errNotSent, s.deadErr)
 	}
-	s.pending[id] = c
+	if c != nil {
+		s.pending[id] = c
+	}
 	s.mu.Unlock()
 	s.wmu.Lock()
 	s.wbuf = appendFrame(s.wbuf[:0])
@@ -122,12 +124,15 @@ func (s *session) send(id uint64, c *call, appendFrame func([]byte) []byte) erro
 		_, mine := s.pending[id]
 		delete(s.pending, id)
 		s.mu.Unlock()
-		if mine {
+		if mine || c == nil {
 			s.fail(err)
 			return fmt.Errorf("%w: %w", errNotSent, err)
 		}
 	}
 	s.fail(err)
+	if c == nil {
+		return indeterminate(err)
+	}
 	return nil // c was (or will be) told ErrIndeterminate by fail
 }
 

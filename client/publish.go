@@ -1,0 +1,523 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"felix/proto"
+)
+
+// AckMode says when, and whether, the broker acknowledges a batch (spec/client-protocol.md
+// §6, §5.2). The ack is sent after the broker accepted the batch, or after its commit when
+// the broker runs with ack_on_commit (or the stream is forwarded).
+type AckMode int
+
+// Ack modes.
+const (
+	// AckPerBatch: one acknowledgement per batch (ack_mode 2). The default.
+	AckPerBatch AckMode = iota
+	// AckPerMessage: ack_mode 1 (the v1 broker still answers once per request).
+	AckPerMessage
+	// AckNone: fire and forget (binary 0x0001, no answer). Pending.Wait returns once the
+	// batch was written to the stream; the result carries no offsets, and a refusal is
+	// only logged by the broker.
+	AckNone
+)
+
+// PublisherOptions configure a Publisher. The zero value is usable: defaults are given per
+// field.
+type PublisherOptions struct {
+	// Linger is how long a batch waits for more records before it is sent (default 1 ms;
+	// negative = send every Publish at once).
+	Linger time.Duration
+	// MaxRecords seals a batch at this many records (default 1024).
+	MaxRecords int
+	// MaxBytes seals a batch at this many payload bytes (default 256 KiB).
+	MaxBytes int
+	// MaxInflightBytes bounds the payload bytes published but not yet acknowledged;
+	// Publish waits (bounded by its context) while it is exceeded (default 4 MiB,
+	// FELIX_PUBLISH_INFLIGHT_BYTES).
+	MaxInflightBytes int64
+	// Ack selects the acknowledgement (default AckPerBatch).
+	Ack AckMode
+	// Offsets asks for the records' offsets and the duplicate flag in each result. Acks
+	// then travel as JSON publish_ok (spec §8.10); without it the SDK uses binary acked
+	// batches (0x0009, §5.2) when the broker negotiated them, whose acks carry no offsets.
+	Offsets bool
+	// Idempotent makes the Publisher an idempotent producer (spec §8.10; broker feature
+	// idempotent_publish): it gets a random producer id, every batch keeps its request
+	// id across re-sends, and a batch whose answer was lost (connection or stream ended
+	// before the ack) is re-sent up to WithMaxAttempts times; the broker answers a
+	// duplicate with the original offsets. Without it a lost answer is ErrIndeterminate and
+	// the batch is never re-sent.
+	Idempotent bool
+}
+
+func (o *PublisherOptions) defaults() {
+	if o.Linger == 0 {
+		o.Linger = time.Millisecond
+	}
+	if o.MaxRecords <= 0 {
+		o.MaxRecords = 1024
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = 256 << 10
+	}
+	if o.MaxInflightBytes <= 0 {
+		o.MaxInflightBytes = 4 << 20
+	}
+}
+
+// PublishResult is the outcome of an acknowledged record.
+type PublishResult struct {
+	// HasOffsets is true when the broker reported offsets (PublisherOptions.Offsets on a
+	// durable stream).
+	HasOffsets bool
+	// FirstOffset and LastOffset are the record's offset in its shard (equal for one
+	// record). For a whole batch see BatchResult.
+	FirstOffset, LastOffset uint64
+	// Duplicate is true when an idempotent re-send found the batch already stored.
+	Duplicate bool
+}
+
+// Publisher batches records for one stream (PublisherOptions). It is safe for concurrent
+// use; records from one goroutine keep their order unless an idempotent re-send overtakes
+// (a re-sent batch may land after a later one). Close it to flush.
+type Publisher struct {
+	c          *Client
+	stream     string
+	opts       PublisherOptions
+	producerID string
+	ctx        context.Context
+	cancel     context.CancelFunc
+
+	mu          sync.Mutex
+	cur         *batch
+	closed      bool
+	outstanding map[*batch]struct{}
+	inflight    int64
+	released    chan struct{} // closed and replaced when budget is released
+
+	qmu   sync.Mutex
+	ready []*batch // sealed batches in order; idempotent re-sends go first
+	kick  chan struct{}
+	done  chan struct{}
+}
+
+// batch is one publish request: records, its request id (kept across idempotent re-sends)
+// and its outcome.
+type batch struct {
+	arena    []byte
+	ends     []int
+	payloads [][]byte
+	id       uint64
+	attempts int
+	timer    *time.Timer
+	done     chan struct{}
+	res      BatchResult
+	err      error
+}
+
+// BatchResult is the outcome of one batch as the broker acknowledged it.
+type BatchResult struct {
+	HasOffsets              bool
+	FirstOffset, LastOffset uint64
+	Duplicate               bool
+	Records                 int
+}
+
+// Pending is the future of one published record. The zero value is invalid.
+type Pending struct {
+	b *batch
+	i int
+}
+
+// Done is closed when the record's batch has its outcome.
+func (p Pending) Done() <-chan struct{} { return p.b.done }
+
+// Wait returns the record's outcome: a PublishResult; ErrIndeterminate when the answer was
+// lost (not re-sent unless the Publisher is idempotent); a *ServerError when the broker
+// refused (errors.Is ErrRefused and the code's sentinel: ErrNotFound, ErrUnauthorized,
+// ErrOverloaded, ...); ErrUnsupported when the broker lacks a negotiated capability. ctx
+// ending first returns ctx.Err() and leaves the record in flight.
+func (p Pending) Wait(ctx context.Context) (PublishResult, error) {
+	select {
+	case <-p.b.done:
+	case <-ctx.Done():
+		return PublishResult{}, ctx.Err()
+	}
+	if p.b.err != nil {
+		return PublishResult{}, p.b.err
+	}
+	r := PublishResult{HasOffsets: p.b.res.HasOffsets, Duplicate: p.b.res.Duplicate}
+	if r.HasOffsets {
+		r.FirstOffset = p.b.res.FirstOffset + uint64(p.i)
+		r.LastOffset = r.FirstOffset
+	}
+	return r, nil
+}
+
+// Batch returns the whole batch's outcome (valid after Done).
+func (p Pending) Batch() (BatchResult, error) {
+	<-p.b.done
+	return p.b.res, p.b.err
+}
+
+// NewPublisher returns a Publisher for stream in the client's tenant and namespace. The
+// stream must exist (Admin.CreateStream) unless the broker auto-creates streams.
+// Errors: ErrInvalidArgument (empty stream name), ErrClosed.
+func (c *Client) NewPublisher(stream string, opts PublisherOptions) (*Publisher, error) {
+	if stream == "" {
+		return nil, fmt.Errorf("%w: empty stream name", ErrInvalidArgument)
+	}
+	if c.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	opts.defaults()
+	p := &Publisher{c: c, stream: stream, opts: opts, outstanding: map[*batch]struct{}{},
+		released: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
+	if opts.Idempotent {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		p.producerID = hex.EncodeToString(b[:])
+	}
+	p.ctx, p.cancel = context.WithCancel(c.ctx)
+	go p.sender()
+	return p, nil
+}
+
+// ProducerID returns the idempotent producer id ("" when not idempotent).
+func (p *Publisher) ProducerID() string { return p.producerID }
+
+// Publish adds payload (copied) to the current batch and returns its future. It waits
+// while MaxInflightBytes are unacknowledged (bounded by ctx). Errors: ErrClosed,
+// ErrInvalidArgument (payload larger than the frame limit), ctx.Err().
+func (p *Publisher) Publish(ctx context.Context, payload []byte) (Pending, error) {
+	n := int64(len(payload))
+	if n > int64(p.c.cfg.maxFrame)-4096 {
+		return Pending{}, fmt.Errorf("%w: payload of %d bytes exceeds the frame limit", ErrInvalidArgument, n)
+	}
+	if err := p.acquire(ctx, n); err != nil {
+		return Pending{}, err
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.releaseBytes(n)
+		return Pending{}, ErrClosed
+	}
+	b := p.cur
+	if b == nil {
+		b = &batch{done: make(chan struct{})}
+		p.cur = b
+		p.outstanding[b] = struct{}{}
+		if p.opts.Linger > 0 {
+			b.timer = time.AfterFunc(p.opts.Linger, func() { p.sealIf(b) })
+		}
+	}
+	b.arena = append(b.arena, payload...)
+	b.ends = append(b.ends, len(b.arena))
+	i := len(b.ends) - 1
+	if p.opts.Linger < 0 || len(b.ends) >= p.opts.MaxRecords || len(b.arena) >= p.opts.MaxBytes {
+		p.sealLocked()
+	}
+	p.mu.Unlock()
+	return Pending{b: b, i: i}, nil
+}
+
+// PublishSync publishes payload, sends its batch at once and waits for the outcome.
+func (p *Publisher) PublishSync(ctx context.Context, payload []byte) (PublishResult, error) {
+	pd, err := p.Publish(ctx, payload)
+	if err != nil {
+		return PublishResult{}, err
+	}
+	p.sealIf(pd.b)
+	return pd.Wait(ctx)
+}
+
+// Flush sends the current batch and waits until every batch published so far has its
+// outcome (or ctx ends). It returns the first batch error seen, if any.
+func (p *Publisher) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	p.sealLocked()
+	waitFor := make([]*batch, 0, len(p.outstanding))
+	for b := range p.outstanding {
+		waitFor = append(waitFor, b)
+	}
+	p.mu.Unlock()
+	var first error
+	for _, b := range waitFor {
+		select {
+		case <-b.done:
+			if b.err != nil && first == nil {
+				first = b.err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return first
+}
+
+// Close flushes (bounded by ctx), then stops the Publisher; batches still in flight when
+// ctx ends fail with ErrClosed. Publish after Close returns ErrClosed.
+func (p *Publisher) Close(ctx context.Context) error {
+	err := p.Flush(ctx)
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.cancel()
+	<-p.done
+	if errors.Is(err, ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// sealIf seals b if it is still the open batch (linger expiry, PublishSync).
+func (p *Publisher) sealIf(b *batch) {
+	p.mu.Lock()
+	if p.cur == b {
+		p.sealLocked()
+	}
+	p.mu.Unlock()
+}
+
+// sealLocked hands the open batch to the sender. Caller holds p.mu.
+func (p *Publisher) sealLocked() {
+	b := p.cur
+	if b == nil {
+		return
+	}
+	p.cur = nil
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	b.payloads = make([][]byte, len(b.ends))
+	start := 0
+	for i, end := range b.ends {
+		b.payloads[i] = b.arena[start:end:end]
+		start = end
+	}
+	b.res.Records = len(b.ends)
+	if p.closed {
+		p.completeLocked(b, BatchResult{}, ErrClosed)
+		return
+	}
+	p.enqueue(b, false)
+}
+
+// enqueue hands b to the sender without blocking (MaxInflightBytes bounds the queue).
+func (p *Publisher) enqueue(b *batch, front bool) {
+	p.qmu.Lock()
+	if front {
+		p.ready = append([]*batch{b}, p.ready...)
+	} else {
+		p.ready = append(p.ready, b)
+	}
+	p.qmu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// acquire charges n bytes of the in-flight budget, waiting for releases.
+func (p *Publisher) acquire(ctx context.Context, n int64) error {
+	for {
+		p.mu.Lock()
+		if p.inflight == 0 || p.inflight+n <= p.opts.MaxInflightBytes {
+			p.inflight += n
+			p.mu.Unlock()
+			return nil
+		}
+		ch := p.released
+		// Send what is buffered so the budget can drain.
+		p.sealLocked()
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.ctx.Done():
+			return ErrClosed
+		}
+	}
+}
+
+func (p *Publisher) releaseBytes(n int64) {
+	p.mu.Lock()
+	p.inflight -= n
+	close(p.released)
+	p.released = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// complete records b's outcome and releases its budget.
+func (p *Publisher) complete(b *batch, res BatchResult, err error) {
+	p.mu.Lock()
+	p.completeLocked(b, res, err)
+	p.mu.Unlock()
+}
+
+func (p *Publisher) completeLocked(b *batch, res BatchResult, err error) {
+	if _, ok := p.outstanding[b]; !ok {
+		return
+	}
+	delete(p.outstanding, b)
+	res.Records = b.res.Records
+	b.res, b.err = res, err
+	p.inflight -= int64(len(b.arena))
+	close(p.released)
+	p.released = make(chan struct{})
+	close(b.done)
+}
+
+// sender writes sealed batches in order and re-sends idempotent batches whose answer was
+// lost. It is the only goroutine that writes a Publisher's batches.
+func (p *Publisher) sender() {
+	defer close(p.done)
+	for {
+		p.qmu.Lock()
+		var b *batch
+		if len(p.ready) > 0 {
+			b = p.ready[0]
+			p.ready[0] = nil
+			p.ready = p.ready[1:]
+		}
+		p.qmu.Unlock()
+		if b == nil {
+			select {
+			case <-p.kick:
+				continue
+			case <-p.ctx.Done():
+				p.failAll(ErrClosed)
+				return
+			}
+		}
+		p.send(b)
+	}
+}
+
+// failAll ends every batch that has no outcome yet.
+func (p *Publisher) failAll(err error) {
+	<-p.ctx.Done()
+	p.mu.Lock()
+	for b := range p.outstanding {
+		p.completeLocked(b, BatchResult{}, err)
+	}
+	p.mu.Unlock()
+}
+
+// send writes b on a request stream; its answer arrives through the session's reader.
+func (p *Publisher) send(b *batch) {
+	if b.id == 0 {
+		b.id = p.c.nextID()
+	}
+	for {
+		b.attempts++
+		s, err := p.c.session(p.ctx)
+		if err != nil {
+			p.complete(b, BatchResult{}, closedOr(p.c, err))
+			return
+		}
+		frame, binary, err := p.encoder(s.caps, b)
+		if err != nil {
+			p.complete(b, BatchResult{}, err)
+			return
+		}
+		if p.opts.Ack == AckNone {
+			err = s.send(b.id, nil, frame)
+			if errors.Is(err, errNotSent) && b.attempts < p.c.cfg.maxAttempts {
+				continue
+			}
+			p.complete(b, BatchResult{}, err)
+			return
+		}
+		c := &call{fn: func(r reply, err error) { p.answered(b, binary, r, err) }}
+		err = s.send(b.id, c, frame)
+		if errors.Is(err, errNotSent) && b.attempts < p.c.cfg.maxAttempts {
+			continue // nothing left the client: safe to send again
+		}
+		if err != nil {
+			p.complete(b, BatchResult{}, err)
+		}
+		return
+	}
+}
+
+// encoder chooses the batch's encoding from the negotiated capabilities.
+func (p *Publisher) encoder(caps Capabilities, b *batch) (func([]byte) []byte, bool, error) {
+	o := p.opts
+	tenant, ns := p.c.cfg.tenant, p.c.cfg.namespace
+	if o.Idempotent && !caps.Has(proto.FeatureIdempotentPublish) {
+		return nil, false, fmt.Errorf("%w: feature %q", ErrUnsupported, proto.FeatureIdempotentPublish)
+	}
+	useBinary := o.Ack == AckNone ||
+		(!o.Offsets && caps.Flags&proto.FlagBinaryPublishAcked != 0 &&
+			(!o.Idempotent || caps.Flags&proto.FlagPublishIdempotent != 0))
+	if useBinary {
+		pb := proto.PublishBatch{TenantID: []byte(tenant), Namespace: []byte(ns), Stream: []byte(p.stream), Payloads: b.payloads}
+		if o.Ack != AckNone {
+			pb.Acked, pb.RequestID, pb.AckMode = true, b.id, proto.AckPerBatch
+			if o.Ack == AckPerMessage {
+				pb.AckMode = proto.AckPerMessage
+			}
+			if o.Idempotent {
+				pb.ProducerID = []byte(p.producerID)
+			}
+		}
+		if _, err := proto.AppendPublishBatch(nil, &proto.PublishBatch{TenantID: pb.TenantID, Namespace: pb.Namespace, Stream: pb.Stream}); err != nil {
+			return nil, false, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		}
+		return func(dst []byte) []byte {
+			out, _ := proto.AppendPublishBatch(dst, &pb)
+			return out
+		}, true, nil
+	}
+	id := b.id
+	m := &proto.JSONPublishBatch{TenantID: tenant, Namespace: ns, Stream: p.stream, Payloads: b.payloads, RequestID: &id, Ack: proto.JSONAckPerBatch}
+	if o.Ack == AckPerMessage {
+		m.Ack = proto.JSONAckPerMessage
+	}
+	if o.Idempotent {
+		m.ProducerID, m.Idempotent = p.producerID, true
+	}
+	return func(dst []byte) []byte { return proto.AppendMessage(dst, m) }, false, nil
+}
+
+// answered runs on a session reader: it must not block. A lost answer of an idempotent
+// batch queues a re-send with the same request id.
+func (p *Publisher) answered(b *batch, binary bool, r reply, err error) {
+	if err == nil {
+		err = replyError(r)
+	}
+	if err != nil {
+		if p.opts.Idempotent && errors.Is(err, ErrIndeterminate) && b.attempts < p.c.cfg.maxAttempts && p.ctx.Err() == nil {
+			p.enqueue(b, true)
+			return
+		}
+		p.complete(b, BatchResult{}, err)
+		return
+	}
+	var res BatchResult
+	switch m := r.msg.(type) {
+	case *proto.PublishOK:
+		res.Duplicate = m.Duplicate
+		if m.FirstOffset != nil && m.LastOffset != nil {
+			res.HasOffsets, res.FirstOffset, res.LastOffset = true, *m.FirstOffset, *m.LastOffset
+		}
+	case nil:
+		if !binary {
+			err = fmt.Errorf("%w: binary ack for a JSON publish", ErrProtocol)
+		}
+	default:
+		err = unexpected(m, "publish_ok")
+	}
+	p.complete(b, res, err)
+}

@@ -1,0 +1,368 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"felix/proto"
+)
+
+// Start is where a subscription begins (spec/client-protocol.md §7): Latest, Earliest or
+// Offset(n).
+type Start struct {
+	kind   proto.StartKind
+	offset uint64
+}
+
+// Latest starts with records published from now on.
+var Latest = Start{kind: proto.StartLatest}
+
+// Earliest starts at the oldest record still retained (never an error on a trimmed stream).
+var Earliest = Start{kind: proto.StartEarliest}
+
+// Offset starts exactly at offset n, the first record not yet seen (resume = last handled
+// + 1). An unservable n fails with *CursorError (too_old / in_future), never a silent
+// restart at the tail.
+func Offset(n uint64) Start { return Start{kind: proto.StartOffset, offset: n} }
+
+func (s Start) wire() *proto.Start {
+	if s.kind == proto.StartLatest {
+		return nil
+	}
+	return &proto.Start{Kind: s.kind, Offset: s.offset}
+}
+
+// SubscribeOptions configure Subscribe. The zero value subscribes to shard 0 without
+// publishers.
+type SubscribeOptions struct {
+	// Shards lists the stream's shards to subscribe to (offsets are per shard); nil = [0].
+	// Each shard gets its own subscription; records of different shards interleave.
+	Shards []uint32
+	// WithPublisher asks for each record's publishing principal (spec §8.6; broker feature
+	// "publishers", else Subscribe fails with ErrUnsupported).
+	WithPublisher bool
+}
+
+// Record is one delivered record. Payload and Publisher stay valid: each frame is read
+// into its own buffer, shared by the frame's records (no per-record allocation).
+type Record struct {
+	Shard uint32
+	// Offset is the record's offset in its shard; valid when HasOffset (the broker
+	// negotiated event offsets, flag 0x0020, and the stream is durable).
+	Offset    uint64
+	HasOffset bool
+	Payload   []byte
+	// Publisher is the publishing principal (token subject) when asked for and recorded;
+	// nil otherwise.
+	Publisher []byte
+	// Gap is the number of offsets just before this record that were dropped for this
+	// subscriber (the broker's drop_new policy under a slow consumer, or records lost
+	// across a reconnect). Offsets the broker skipped on purpose (skipped_before, §8.5)
+	// are not gaps.
+	Gap uint64
+}
+
+// Subscription delivers the records of one stream (one or more shards). On a lost
+// connection or a draining broker it re-subscribes each shard from its last delivered
+// offset + 1 (with jittered backoff), so records are neither repeated nor silently lost:
+// anything the broker no longer has surfaces as a *CursorError from Next. Next is for one
+// goroutine; Close may be called from any.
+type Subscription struct {
+	c      *Client
+	stream string
+	opts   SubscribeOptions
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	batches chan *eventFrame // bounded: a full queue stops the readers (QUIC flow control)
+	errOnce sync.Once
+	err     error
+	errc    chan struct{} // closed when err is set
+
+	cur *eventFrame
+	idx int
+}
+
+// eventFrame is one decoded event batch of one shard.
+type eventFrame struct {
+	shard uint32
+	eb    proto.EventBatch
+	gap   uint64
+}
+
+// Subscribe subscribes to stream (in the client's tenant and namespace) from start. It
+// returns once every shard's subscription is registered on the broker (so records
+// published after Subscribe returns are delivered, with Latest too). Errors: *CursorError
+// (ErrCursor), *NotLeaderError, ErrNotFound, ErrUnauthorized, ErrUnsupported (Earliest or
+// Offset without the broker's offset flag 0x0020, or WithPublisher without "publishers").
+func (c *Client) Subscribe(ctx context.Context, stream string, start Start, opts SubscribeOptions) (*Subscription, error) {
+	if stream == "" {
+		return nil, fmt.Errorf("%w: empty stream name", ErrInvalidArgument)
+	}
+	if len(opts.Shards) == 0 {
+		opts.Shards = []uint32{0}
+	}
+	s := &Subscription{c: c, stream: stream, opts: opts, batches: make(chan *eventFrame, c.cfg.subQueue), errc: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(c.ctx)
+	type opened struct {
+		es   *eventStream
+		caps Capabilities
+	}
+	first := make([]opened, len(opts.Shards))
+	for i, shard := range opts.Shards {
+		es, caps, err := s.open(ctx, shard, start)
+		if err != nil {
+			for _, o := range first[:i] {
+				o.es.st.CancelRead(0)
+			}
+			s.cancel()
+			return nil, err
+		}
+		first[i] = opened{es, caps}
+	}
+	for i, shard := range opts.Shards {
+		s.wg.Add(1)
+		go s.run(shard, start, first[i].es, first[i].caps)
+	}
+	return s, nil
+}
+
+// open registers one shard's subscription (spec §1.3): a fresh authenticated bi stream,
+// subscribe, then subscribed / subscribe_cursor_error / not_leader / error, and the event
+// stream bound by the id in its hello.
+func (s *Subscription) open(ctx context.Context, shard uint32, start Start) (*eventStream, Capabilities, error) {
+	c := s.c
+	cn, err := c.conn(ctx)
+	if err != nil {
+		return nil, Capabilities{}, closedOr(c, err)
+	}
+	st, fr, caps, err := cn.openStream(ctx)
+	if err != nil {
+		return nil, caps, err
+	}
+	defer func() {
+		st.CancelRead(0)
+		_ = st.Close()
+	}()
+	if start.kind != proto.StartLatest && caps.Flags&proto.FlagEventBatchOffsets == 0 {
+		return nil, caps, fmt.Errorf("%w: start %v needs event offsets (flag 0x0020)", ErrUnsupported, start.kind)
+	}
+	if s.opts.WithPublisher && !caps.Has(proto.FeaturePublishers) {
+		return nil, caps, fmt.Errorf("%w: feature %q", ErrUnsupported, proto.FeaturePublishers)
+	}
+	sh := shard
+	m := &proto.Subscribe{TenantID: c.cfg.tenant, Namespace: c.cfg.namespace, Stream: s.stream, Start: start.wire(), WithPublisher: s.opts.WithPublisher}
+	if shard != 0 {
+		m.Shard = &sh
+	}
+	stop := context.AfterFunc(ctx, func() { _ = st.SetReadDeadline(time.Now()) })
+	defer stop()
+	if _, err := st.Write(proto.AppendMessage(nil, m)); err != nil {
+		return nil, caps, fmt.Errorf("felix: subscribe: %w", err)
+	}
+	for {
+		hdr, body, err := fr.next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, caps, ctx.Err()
+			}
+			return nil, caps, fmt.Errorf("felix: subscribe: %w", err)
+		}
+		if hdr.Flags != 0 {
+			return nil, caps, fmt.Errorf("%w: binary frame %#x in answer to subscribe", ErrProtocol, hdr.Flags)
+		}
+		msg, err := proto.DecodeMessage(body)
+		if err != nil {
+			return nil, caps, fmt.Errorf("%w: subscribe answer: %v", ErrProtocol, err)
+		}
+		switch m := msg.(type) {
+		case *proto.Subscribed:
+			es, err := cn.claimEvents(ctx, m.SubscriptionID)
+			return es, caps, err
+		case *proto.SubscribeCursorError:
+			return nil, caps, &CursorError{Stream: s.stream, Shard: shard, Reason: CursorReason(m.Reason), Requested: m.Requested, Available: m.Available}
+		case *proto.NotLeader, *proto.Error:
+			return nil, caps, replyError(reply{msg: m})
+		default:
+			c.cfg.logger.Warn("felix: unexpected answer to subscribe", "type", string(msg.Type()))
+		}
+	}
+}
+
+// run reads one shard's event stream, and re-subscribes after a transport failure.
+func (s *Subscription) run(shard uint32, start Start, es *eventStream, caps Capabilities) {
+	defer s.wg.Done()
+	var (
+		next     uint64 // next expected offset
+		haveNext bool
+		bo       = newBackoff(s.c.cfg.backoffMin, s.c.cfg.backoffMax)
+	)
+	if start.kind == proto.StartOffset {
+		next, haveNext = start.offset, true
+	}
+	for {
+		if es == nil {
+			from := start
+			if haveNext {
+				from = Offset(next)
+			}
+			var err error
+			es, caps, err = s.open(s.ctx, shard, from)
+			if err != nil {
+				if s.ctx.Err() != nil {
+					return
+				}
+				if terminal(err) {
+					s.fail(err)
+					return
+				}
+				s.c.cfg.logger.Info("felix: re-subscribe failed; retrying", "stream", s.stream, "shard", shard, "err", err)
+				if !s.sleep(bo.next()) {
+					return
+				}
+				continue
+			}
+			bo.reset()
+		}
+		err := s.read(shard, es, &next, &haveNext)
+		es.st.CancelRead(0)
+		es = nil
+		if s.ctx.Err() != nil {
+			return
+		}
+		if terminal(err) {
+			s.fail(err)
+			return
+		}
+		s.c.cfg.logger.Info("felix: event stream ended; re-subscribing", "stream", s.stream, "shard", shard, "err", err)
+	}
+}
+
+// terminal reports errors a re-subscribe cannot fix.
+func terminal(err error) bool {
+	for _, t := range []error{ErrCursor, ErrNotLeader, ErrNotFound, ErrUnauthorized, ErrUnsupported, ErrMalformed, ErrProtocol, ErrClosed} {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// read delivers one event stream's frames until it ends. Each frame is read into its own
+// buffer; its records alias it.
+func (s *Subscription) read(shard uint32, es *eventStream, next *uint64, haveNext *bool) error {
+	stop := context.AfterFunc(s.ctx, func() { es.st.CancelRead(0) })
+	defer stop()
+	for {
+		hdr, body, err := es.fr.nextOwned()
+		if err != nil {
+			return fmt.Errorf("felix: event stream: %w", err)
+		}
+		if hdr.Flags == 0 {
+			m, err := proto.DecodeMessage(body)
+			if err != nil {
+				return fmt.Errorf("%w: event stream: %v", ErrProtocol, err)
+			}
+			if nl, ok := m.(*proto.NotLeader); ok {
+				return replyError(reply{msg: nl})
+			}
+			s.c.cfg.logger.Warn("felix: unexpected JSON frame on an event stream", "type", string(m.Type()))
+			continue
+		}
+		f := &eventFrame{shard: shard}
+		if err := proto.DecodeEventBatch(hdr.Flags, body, &f.eb); err != nil {
+			return fmt.Errorf("%w: event batch: %v", ErrProtocol, err)
+		}
+		if len(f.eb.Payloads) == 0 {
+			continue
+		}
+		if f.eb.WithOffsets {
+			expect := f.eb.BaseOffset - f.eb.SkippedBefore
+			if *haveNext && expect > *next {
+				f.gap = expect - *next
+			}
+			*next, *haveNext = f.eb.BaseOffset+uint64(len(f.eb.Payloads)), true
+		}
+		select {
+		case s.batches <- f:
+		case <-s.ctx.Done():
+			return s.ctx.Err()
+		}
+	}
+}
+
+func (s *Subscription) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+// fail ends the subscription with err (the first error wins).
+func (s *Subscription) fail(err error) {
+	s.errOnce.Do(func() {
+		s.err = err
+		close(s.errc)
+	})
+}
+
+// Next returns the next record. It blocks until one arrives, ctx ends (ctx.Err()), the
+// subscription fails (*CursorError when a re-subscribe finds its offset trimmed,
+// *NotLeaderError when the shard moved, ErrUnauthorized, ...) or is closed (ErrClosed).
+// Records already queued are delivered before a failure is reported.
+func (s *Subscription) Next(ctx context.Context) (Record, error) {
+	for s.cur == nil || s.idx >= len(s.cur.eb.Payloads) {
+		s.cur, s.idx = nil, 0
+		select {
+		case f := <-s.batches:
+			s.cur = f
+			continue
+		default:
+		}
+		select {
+		case f := <-s.batches:
+			s.cur = f
+		case <-s.errc:
+			select {
+			case f := <-s.batches:
+				s.cur = f
+				continue
+			default:
+			}
+			return Record{}, s.err
+		case <-s.ctx.Done():
+			return Record{}, ErrClosed
+		case <-ctx.Done():
+			return Record{}, ctx.Err()
+		}
+	}
+	f, i := s.cur, s.idx
+	s.idx++
+	r := Record{Shard: f.shard, Payload: f.eb.Payloads[i]}
+	if f.eb.WithOffsets {
+		r.HasOffset, r.Offset = true, f.eb.BaseOffset+uint64(i)
+	}
+	if f.eb.WithPublishers && len(f.eb.Publishers[i]) > 0 {
+		r.Publisher = f.eb.Publishers[i]
+	}
+	if i == 0 {
+		r.Gap = f.gap
+	}
+	return r, nil
+}
+
+// Close ends the subscription (the broker sees its event streams cancelled) and waits for
+// its readers. Next then returns ErrClosed.
+func (s *Subscription) Close() error {
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
