@@ -528,6 +528,7 @@ func (l *Log) getBuf(size int) []byte {
 }
 
 func (l *Log) putBuf(b []byte) {
+	b = b[:cap(b)]
 	if len(l.freeBufs) < 2 {
 		l.freeBufs = append(l.freeBufs, b)
 		return

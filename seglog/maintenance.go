@@ -123,7 +123,7 @@ func (l *Log) cutSegment(s *segment, off uint64) error {
 	if k > 0 {
 		s.lastIdx = int64(s.index[k-1].Position)
 	}
-	s.size, s.next = pos, off
+	s.size, s.next, s.zeroEnd = pos, off, 0
 	if err := l.loadTail(s); err != nil {
 		return err
 	}
