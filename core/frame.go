@@ -43,45 +43,24 @@ func encodeEventFrame(withOffsets bool, base uint64, payloads [][]byte) []byte {
 	return appendEventFrame(make([]byte, 0, eventFrameLen(withOffsets, payloads)), withOffsets, base, payloads)
 }
 
-// frameBuilder builds one event frame record by record (history pages).
+// frameBuilder builds one shared event frame record by record (history
+// pages, frames cut by reframe) over proto.EventBatchBuilder.
 type frameBuilder struct {
-	buf         []byte
-	withOffsets bool
-	count       int
+	proto.EventBatchBuilder
+	count int
 }
 
 func (b *frameBuilder) reset(withOffsets bool, base uint64, capacity int) {
-	b.buf = make([]byte, frameHeaderLen, capacity)
-	b.withOffsets = withOffsets
+	b.BeginShared(make([]byte, 0, capacity), withOffsets, base)
 	b.count = 0
-	if withOffsets {
-		b.buf = binary.BigEndian.AppendUint64(b.buf, base)
-	}
-	b.buf = append(b.buf, 0, 0, 0, 0) // count, patched by finish
 }
 
 func (b *frameBuilder) add(payload []byte) {
-	b.buf = binary.BigEndian.AppendUint32(b.buf, uint32(len(payload)))
-	b.buf = append(b.buf, payload...)
+	b.Add(payload)
 	b.count++
 }
 
-func (b *frameBuilder) finish() []byte {
-	flags := uint16(flagEventShared)
-	countAt := frameHeaderLen
-	if b.withOffsets {
-		flags |= flagEventOffsets
-		countAt += 8
-	}
-	binary.BigEndian.PutUint32(b.buf[0:], frameMagic)
-	binary.BigEndian.PutUint16(b.buf[4:], frameVersion)
-	binary.BigEndian.PutUint16(b.buf[6:], flags)
-	binary.BigEndian.PutUint32(b.buf[8:], uint32(len(b.buf)-frameHeaderLen))
-	binary.BigEndian.PutUint32(b.buf[countAt:], uint32(b.count))
-	out := b.buf
-	b.buf = nil
-	return out
-}
+func (b *frameBuilder) finish() []byte { return b.Finish() }
 
 // errBadFrame reports a frame the core did not build (a bug, or a test
 // handing in garbage); decodeEventFrame never panics on it.
