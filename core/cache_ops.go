@@ -111,7 +111,16 @@ func (e *Engine) caches() *cacheCatalog {
 	return v.(*cacheCatalog)
 }
 
-func (e *Engine) lookupCache(name CacheName) *cacheMeta { return (*e.caches().m.Load())[name] }
+// lookupCache returns the cache's catalog entry or nil (it never creates
+// the engine's catalog, so lookups on an engine without caches leave nothing
+// behind).
+func (e *Engine) lookupCache(name CacheName) *cacheMeta {
+	v, ok := cacheCatalogs.Load(e)
+	if !ok {
+		return nil
+	}
+	return (*v.(*cacheCatalog).m.Load())[name]
+}
 
 // CreateCache opens every shard of spec's cache on its core; a durable shard
 // replays its logs (so calling it after a restart brings the values, TTLs
@@ -192,7 +201,11 @@ func (e *Engine) closeCacheShards(meta *cacheMeta, remove bool) error {
 
 // ListCaches returns the specs of every cache, sorted by name.
 func (e *Engine) ListCaches() []CacheSpec {
-	cat := *e.caches().m.Load()
+	v, ok := cacheCatalogs.Load(e)
+	if !ok {
+		return nil
+	}
+	cat := *v.(*cacheCatalog).m.Load()
 	out := make([]CacheSpec, 0, len(cat))
 	for _, m := range cat {
 		out = append(out, m.spec)
@@ -368,11 +381,8 @@ func (c *core) cacheTable() *cacheTable {
 	t := &cacheTable{c: c, shards: map[*cacheShard]struct{}{}}
 	t.timer = coreTimer{index: -1, fn: t.sweep}
 	c.cacheShards = t
-	c.onStop = append(c.onStop, t.closeAll)
-	if c.id == 0 {
-		e := c.engine
-		c.onStop = append(c.onStop, func() { cacheCatalogs.Delete(e) })
-	}
+	e := c.engine
+	c.onStop = append(c.onStop, t.closeAll, func() { cacheCatalogs.Delete(e) }) // the engine is stopping
 	return t
 }
 
