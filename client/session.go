@@ -191,6 +191,9 @@ func (s *session) readLoop(fr *frameReader) {
 			s.fail(fmt.Errorf("%w: unexpected frame flags %#x on a request stream", ErrProtocol, hdr.Flags))
 			return
 		}
+		if _, plain := r.msg.(*proto.OK); plain && !ok {
+			continue // cache_unwatch's answer (and v1 un-correlated puts): nothing waits for it
+		}
 		if !ok {
 			// v1 errors carry no request_id (spec §6): nothing to correlate them with.
 			s.cn.c.cfg.logger.Warn("felix: uncorrelated answer from the broker", "type", string(r.msg.Type()), "msg", fmt.Sprint(r.msg))
