@@ -22,7 +22,7 @@ const ServerFlags = proto.KnownFlagsV1
 
 // serverFeatures are the JSON-only features of spec §8.0 this broker implements; auth_ok
 // lists the intersection with the client's list.
-var serverFeatures = []string{proto.FeatureErrorCodes, proto.FeatureIdempotentPublish, proto.FeatureCacheDelete, proto.FeatureCounters, proto.FeatureGroups}
+var serverFeatures = []string{proto.FeatureErrorCodes, proto.FeatureIdempotentPublish, proto.FeatureCacheDelete, proto.FeatureCounters, proto.FeatureGroups, proto.FeatureCacheWatch}
 
 // connHandler serves one client connection: it accepts the client's bi streams (control,
 // cache) and uni streams (publish-only) and runs one session per stream. Bounds: the
@@ -36,6 +36,7 @@ type connHandler struct {
 	budget   *netq.ByteBudget
 	consumer uint64 // consumer id of this connection in consumer groups
 	subs     atomic.Int64
+	watches  watchSet
 	sessions sync.WaitGroup // stream readers
 	pumps    sync.WaitGroup // event stream writers
 }

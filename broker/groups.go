@@ -107,7 +107,7 @@ func (s *session) handleGroup(m proto.Message) bool {
 			})
 		})
 	default:
-		return false
+		return s.handleWatch(m)
 	}
 	return true
 }

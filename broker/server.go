@@ -45,10 +45,9 @@ type Server struct {
 	shutdown context.Context
 	stop     context.CancelFunc
 
-	global    *netq.ByteBudget // process-wide in-flight publish bytes
-	inflight  sync.WaitGroup   // publishes handed to the engine, not yet done
-	conns     sync.WaitGroup   // connection handlers
-	nextSubID atomic.Uint64
+	global   *netq.ByteBudget // process-wide in-flight publish bytes
+	inflight sync.WaitGroup   // publishes handed to the engine, not yet done
+	conns    sync.WaitGroup   // connection handlers
 	// nextConsumer numbers connections as consumer-group consumers.
 	nextConsumer atomic.Uint64
 }

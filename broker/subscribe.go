@@ -74,7 +74,7 @@ func (s *session) handleSubscribe(m *proto.Subscribe) {
 		s.sendError(code, text, nil)
 		return
 	}
-	id := srv.nextSubID.Add(1)
+	id := sub.ID() // process-unique, shared with cache watch ids (spec §1.3)
 	events, err := s.h.conn.OpenUniStream()
 	if err != nil {
 		sub.Close()

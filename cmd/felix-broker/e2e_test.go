@@ -633,3 +633,39 @@ func TestConsumerGroups(t *testing.T) {
 	s.send(&proto.GroupAck{TenantID: "default", Namespace: "default", Stream: "jobs", Group: "nobody", Offsets: []uint64{0}, RequestID: 16})
 	expectError(t, s.msg(), proto.CodeNotFound, "")
 }
+
+func TestCacheWatch(t *testing.T) {
+	b := startBroker(t, "", "FELIX_AUTO_CREATE=true")
+	c := b.dial()
+	s := openStream(t, c)
+	s.auth("default", b.token, flagsPtr(v1Flags), "cache_watch")
+	key := "cfg"
+	// The cache does not exist yet: auto-create makes it on first use.
+	s.send(&proto.CacheWatch{TenantID: "default", Namespace: "default", Cache: "settings", Key: &key, RequestID: 1})
+	ev := acceptEvents(t, c)
+	w, ok := s.msg().(*proto.CacheWatching)
+	if !ok || w.WatchID != ev.id || w.RequestID != 1 {
+		t.Fatalf("cache_watching %+v, hello %d", w, ev.id)
+	}
+	rid := uint64(2)
+	s.send(&proto.CachePut{TenantID: "default", Namespace: "default", Cache: "settings", Key: "cfg", Value: []byte("v"), RequestID: &rid})
+	s.msg()
+	s.send(&proto.CacheDelete{TenantID: "default", Namespace: "default", Cache: "settings", Key: "cfg", RequestID: &rid})
+	s.msg()
+	for _, want := range []proto.CacheChangeOp{proto.CacheChangePut, proto.CacheChangeDelete} {
+		h, body := ev.frame()
+		m, err := proto.DecodeMessage(body)
+		ch, ok := m.(*proto.CacheChange)
+		if err != nil || h.Flags != 0 || !ok || ch.Op != want || ch.Key != "cfg" || ch.WatchID != w.WatchID {
+			t.Fatalf("change %s: %+v %v", want, m, err)
+		}
+	}
+	s.send(&proto.CacheUnwatch{WatchID: w.WatchID})
+	if _, ok := s.msg().(*proto.OK); !ok {
+		t.Fatal("unwatch not answered ok")
+	}
+	ev.st.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := ev.fr.ReadHeader(); !errors.Is(err, io.EOF) {
+		t.Fatalf("event stream after unwatch: %v, want EOF", err)
+	}
+}
