@@ -12,6 +12,8 @@ import (
 
 	"felix/core/cache"
 	"felix/seglog"
+
+	"github.com/VictoriaMetrics/metrics"
 )
 
 // Caches on the cores (docs/cache.md; spec/client-protocol.md §6, §8.1, §8.2,
@@ -87,8 +89,54 @@ func (s CacheSpec) validate() error {
 
 // cacheMeta is a cache's catalog entry; shards[i] is owned by its core.
 type cacheMeta struct {
-	spec   CacheSpec
-	shards []*cacheShard
+	spec    CacheSpec
+	shards  []*cacheShard
+	metrics *cacheMetrics
+}
+
+// cacheMetrics are a cache's metrics (VictoriaMetrics, in Config.Metrics),
+// summed over its shards:
+//
+//	felix_cache_entries{tenant,namespace,cache}           gauge: stored values
+//	felix_cache_bytes{tenant,namespace,cache}             gauge: accounted bytes (docs/cache.md)
+//	felix_cache_counters{tenant,namespace,cache}          gauge: counters
+//	felix_cache_evictions_total{tenant,namespace,cache}   counter: values evicted to stay within capacity
+//	felix_cache_expirations_total{tenant,namespace,cache} counter: values expired (lazily or by the sweep)
+type cacheMetrics struct {
+	set                    *metrics.Set
+	names                  []string
+	entries, bytes, counts atomic.Int64
+	evictions, expirations *metrics.Counter
+}
+
+func newCacheMetrics(set *metrics.Set, n CacheName) *cacheMetrics {
+	m := &cacheMetrics{set: set}
+	label := fmt.Sprintf(`{tenant=%q,namespace=%q,cache=%q}`, n.Tenant, n.Namespace, n.Cache)
+	name := func(base string) string {
+		m.names = append(m.names, base+label)
+		return base + label
+	}
+	set.GetOrCreateGauge(name("felix_cache_entries"), func() float64 { return float64(m.entries.Load()) })
+	set.GetOrCreateGauge(name("felix_cache_bytes"), func() float64 { return float64(m.bytes.Load()) })
+	set.GetOrCreateGauge(name("felix_cache_counters"), func() float64 { return float64(m.counts.Load()) })
+	m.evictions = set.GetOrCreateCounter(name("felix_cache_evictions_total"))
+	m.expirations = set.GetOrCreateCounter(name("felix_cache_expirations_total"))
+	return m
+}
+
+func (m *cacheMetrics) unregister() {
+	for _, n := range m.names {
+		m.set.UnregisterMetric(n)
+	}
+}
+
+// update adds the change between two stats of one shard.
+func (m *cacheMetrics) update(old, cur cache.Stats) {
+	m.entries.Add(int64(cur.Entries - old.Entries))
+	m.bytes.Add(cur.Bytes - old.Bytes)
+	m.counts.Add(int64(cur.Counters - old.Counters))
+	m.evictions.Add(int(cur.Evictions - old.Evictions))
+	m.expirations.Add(int(cur.Expirations - old.Expirations))
 }
 
 // cacheCatalog is an engine's set of caches: copy-on-write, lock-free reads.
@@ -143,16 +191,17 @@ func (e *Engine) CreateCache(spec CacheSpec) error {
 		}
 		return fmt.Errorf("%w: cache %s", ErrExists, spec.Name)
 	}
-	meta := &cacheMeta{spec: spec, shards: make([]*cacheShard, spec.Shards)}
+	meta := &cacheMeta{spec: spec, shards: make([]*cacheShard, spec.Shards), metrics: newCacheMetrics(e.cfg.Metrics, spec.Name)}
 	for i := range meta.shards {
 		c := e.cores[coreOf(spec.Name.asStream(), i, len(e.cores))]
 		err := e.runOn(c, func(c *core) error {
-			cs, err := c.openCacheShard(&meta.spec, i)
+			cs, err := c.openCacheShard(meta, i)
 			meta.shards[i] = cs
 			return err
 		})
 		if err != nil {
 			e.closeCacheShards(meta, false)
+			meta.metrics.unregister()
 			return err
 		}
 	}
@@ -182,7 +231,9 @@ func (e *Engine) DeleteCache(name CacheName) error {
 		return ErrNotFound
 	}
 	cat.store(func(m map[CacheName]*cacheMeta) { delete(m, name) })
-	return e.closeCacheShards(meta, true)
+	err := e.closeCacheShards(meta, true)
+	meta.metrics.unregister()
+	return err
 }
 
 func (e *Engine) closeCacheShards(meta *cacheMeta, remove bool) error {
@@ -191,7 +242,14 @@ func (e *Engine) closeCacheShards(meta *cacheMeta, remove bool) error {
 		if cs == nil {
 			continue
 		}
-		err := e.runOn(cs.c, func(c *core) error { return cs.close(ErrNotFound, remove) })
+		closed := make(chan error, 1)
+		err := e.runOn(cs.c, func(c *core) error {
+			cs.closeWhenIdle(ErrNotFound, remove, closed)
+			return nil
+		})
+		if err == nil {
+			err = e.await(cs.c, closed)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("cache shard %d: %w", i, err))
 		}
@@ -363,9 +421,20 @@ type cacheShard struct {
 	changes                          fifo[cache.Change] // copies, waiting for their commit
 	watchers                         map[uint64]*CacheWatcher
 	written                          uint64 // cache-log records since the last compaction
+	inflight                         int    // appends not completed yet
+	pendingClose                     *cachePendingClose
+	metrics                          *cacheMetrics
+	stats                            cache.Stats // as last reported to metrics
 	failed                           error
 	closed                           bool
 	onCache, onCounter               func(first, last uint64, err error)
+}
+
+// cachePendingClose is a close waiting for the shard's appends in flight.
+type cachePendingClose struct {
+	reason error
+	remove bool
+	done   chan error
 }
 
 // cacheWaiter is an answer released once both logs reach its offsets.
@@ -388,8 +457,9 @@ func (c *core) cacheTable() *cacheTable {
 
 // openCacheShard creates shard index of spec on this core, replaying its
 // logs when durable.
-func (c *core) openCacheShard(spec *CacheSpec, index int) (*cacheShard, error) {
-	cs := &cacheShard{c: c, name: spec.Name, index: index, durable: spec.Durable,
+func (c *core) openCacheShard(meta *cacheMeta, index int) (*cacheShard, error) {
+	spec := &meta.spec
+	cs := &cacheShard{c: c, name: spec.Name, index: index, durable: spec.Durable, metrics: meta.metrics,
 		sm: cache.New(spec.Limits), watchers: map[uint64]*CacheWatcher{}}
 	cs.onCache, cs.onCounter = cs.cacheAppended, cs.counterAppended
 	if spec.Durable {
@@ -397,6 +467,7 @@ func (c *core) openCacheShard(spec *CacheSpec, index int) (*cacheShard, error) {
 			return nil, err
 		}
 	}
+	cs.reportStats()
 	t := c.cacheTable()
 	t.shards[cs] = struct{}{}
 	if t.timer.index < 0 {
@@ -520,12 +591,15 @@ func (cs *cacheShard) flush() {
 	var err error
 	if cs.durable && len(fx.CacheRecords) > 0 {
 		err = cs.log.Append(fx.CacheRecords, ts, cs.onCache)
+		cs.countAppend(err)
 	}
 	if err == nil && cs.durable && len(fx.CounterRecords) > 0 {
 		err = cs.counters.Append(fx.CounterRecords, ts, cs.onCounter)
+		cs.countAppend(err)
 	}
 	cs.written += uint64(len(fx.CacheRecords))
 	cs.sm.Advance()
+	cs.reportStats()
 	if err != nil {
 		cs.fail(storageError("append cache logs", err))
 		return
@@ -537,7 +611,21 @@ func (cs *cacheShard) flush() {
 	cs.maybeCompact()
 }
 
+func (cs *cacheShard) countAppend(err error) {
+	if err == nil {
+		cs.inflight++
+	}
+}
+
+// reportStats hands the state machine's count changes to the metrics.
+func (cs *cacheShard) reportStats() {
+	cur := cs.sm.Stats()
+	cs.metrics.update(cs.stats, cur)
+	cs.stats = cur
+}
+
 func (cs *cacheShard) cacheAppended(_, last uint64, err error) {
+	cs.appendDone()
 	if err != nil {
 		cs.fail(storageError("commit cache log", err))
 		return
@@ -547,6 +635,7 @@ func (cs *cacheShard) cacheAppended(_, last uint64, err error) {
 }
 
 func (cs *cacheShard) counterAppended(_, last uint64, err error) {
+	cs.appendDone()
 	if err != nil {
 		cs.fail(storageError("commit counter log", err))
 		return
@@ -599,12 +688,34 @@ func (cs *cacheShard) fail(err error) {
 	}
 }
 
+// appendDone counts a completed append and finishes a close waiting for it.
+func (cs *cacheShard) appendDone() {
+	cs.inflight--
+	if pc := cs.pendingClose; pc != nil && cs.inflight == 0 {
+		cs.pendingClose = nil
+		pc.done <- cs.close(pc.reason, pc.remove)
+	}
+}
+
+// closeWhenIdle refuses new operations with reason at once and closes the
+// shard (deleting its logs when remove) once no append is in flight; done
+// receives the outcome.
+func (cs *cacheShard) closeWhenIdle(reason error, remove bool, done chan error) {
+	cs.fail(reason)
+	if cs.inflight > 0 && !cs.closed {
+		cs.pendingClose = &cachePendingClose{reason: reason, remove: remove, done: done}
+		return
+	}
+	done <- cs.close(reason, remove)
+}
+
 func (cs *cacheShard) close(reason error, remove bool) error {
 	if cs.closed {
 		return nil
 	}
 	cs.fail(reason)
 	cs.closed = true
+	cs.metrics.update(cs.stats, cache.Stats{Evictions: cs.stats.Evictions, Expirations: cs.stats.Expirations})
 	cs.closeLogs()
 	delete(cs.c.cacheTable().shards, cs)
 	if remove && cs.durable {
@@ -669,12 +780,14 @@ func (cs *cacheShard) maybeCompact() {
 	recs, _, err := cs.sm.CompactCache()
 	if err == nil {
 		err = cl.Compact(recs, ts, cs.onCache)
+		cs.countAppend(err)
 	}
 	if err == nil {
 		recs, _, err = cs.sm.CompactCounters()
 	}
 	if err == nil {
 		err = nl.Compact(recs, ts, cs.onCounter)
+		cs.countAppend(err)
 	}
 	if err != nil {
 		cs.fail(storageError("compact cache logs", err))

@@ -1,8 +1,10 @@
 package core
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -396,5 +398,37 @@ func TestCacheOnSeglogSurvivesRestart(t *testing.T) {
 	e.CounterGet(testCache, []byte("n"), func(sum int64, _ error) { sums <- sum })
 	if s := <-sums; s != 41 {
 		t.Fatalf("counter after restart %d", s)
+	}
+}
+
+// Evictions and expirations are counted in the cache's metrics.
+func TestCacheMetricsCountEvictions(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), nil)
+	if err := h.e.CreateCache(CacheSpec{Name: testCache, Shards: 1, Durable: true, Limits: cache.Config{MaxEntries: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	cachePut(t, h, "a", "1", cache.NoTTL)
+	cachePut(t, h, "b", "2", cache.TTLMillis(10))
+	cachePut(t, h, "c", "3", cache.NoTTL) // evicts b (soonest expiry)
+	cachePut(t, h, "d", "4", cache.NoTTL) // evicts a (least recently written)
+	h.step(3)
+	var buf bytes.Buffer
+	h.e.Metrics().WritePrometheus(&buf)
+	out := buf.String()
+	for _, want := range []string{
+		`felix_cache_evictions_total{tenant="t1",namespace="default",cache="primary"} 2`,
+		`felix_cache_entries{tenant="t1",namespace="default",cache="primary"} 2`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("metrics lack %s:\n%s", want, out)
+		}
+	}
+	if err := h.e.DeleteCache(testCache); err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	h.e.Metrics().WritePrometheus(&buf)
+	if strings.Contains(buf.String(), "felix_cache_") {
+		t.Error("a deleted cache's metrics are still registered")
 	}
 }
