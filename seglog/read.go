@@ -123,8 +123,11 @@ func (c *readCursor) read(from, limit uint64, maxBytes int, fn func(off uint64, 
 			return true
 		})
 		c.buf = sc.buf
-		if r.err != nil {
+		if r.err != nil && r.next < limit {
 			return locate(r.err, l.dir, int64(v.id), 0)
+		}
+		if r.err != nil {
+			return nil // bytes past the committed offset may still be in flight
 		}
 		if stop {
 			return nil
