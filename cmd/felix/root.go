@@ -117,6 +117,10 @@ func (a *app) rootCommand() *cobra.Command {
 
 	root.AddCommand(
 		a.readyCommand(),
+		a.pubCommand(),
+		a.subCommand(),
+		a.cacheCommand(),
+		a.groupCommand(),
 		a.streamCommand(),
 		a.tokenCommand(),
 		a.logCommand(),

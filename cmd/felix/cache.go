@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"felix/client"
+)
+
+func (a *app) cacheCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cache",
+		Short: "Cache values, counters and watches; create, list and delete caches",
+		RunE:  groupRunE,
+	}
+	cmd.AddCommand(a.cachePut(), a.cacheGet(), a.cacheDel(), a.cacheIncr(), a.cacheCounter(),
+		a.cacheCreate(), a.cacheList(), a.cacheDelete())
+	return cmd
+}
+
+// valueJSON is how --json shows bytes: "value" when they are UTF-8 text, else
+// "value_base64" (encoding/json encodes []byte as standard base64).
+func valueJSON(out map[string]any, v []byte) map[string]any {
+	if utf8.Valid(v) {
+		out["value"] = string(v)
+	} else {
+		out["value_base64"] = v
+	}
+	return out
+}
+
+// withClient dials, runs fn with a request context bounded by --timeout, and closes.
+func (a *app) withClient(cmd *cobra.Command, fn func(c *client.Client, ctx context.Context) error) error {
+	return a.withClientTimeout(cmd, a.timeout, fn)
+}
+
+// withClientTimeout is withClient with a request deadline of d.
+func (a *app) withClientTimeout(cmd *cobra.Command, d time.Duration, fn func(c *client.Client, ctx context.Context) error) error {
+	c, err := a.dial(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, stop := signalContext(cmd.Context())
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return classify(fn(c, ctx))
+}
+
+// readValue returns the value argument: args[i] when present, else the --file contents,
+// else all of stdin.
+func (a *app) readValue(args []string, i int, file string) ([]byte, error) {
+	switch {
+	case len(args) > i && file != "":
+		return nil, usagef("give the value as an argument or with --file, not both")
+	case len(args) > i:
+		return []byte(args[i]), nil
+	case file != "":
+		return os.ReadFile(file)
+	}
+	return io.ReadAll(a.stdin)
+}
+
+func (a *app) cachePut() *cobra.Command {
+	var (
+		ttl  time.Duration
+		file string
+	)
+	cmd := &cobra.Command{
+		Use:   "put CACHE KEY [VALUE | --file F | stdin]",
+		Short: "Store a value (optionally with a time to live)",
+		Args:  nArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			value, err := a.readValue(args, 2, file)
+			if err != nil {
+				return err
+			}
+			if ttl < 0 {
+				return usagef("--ttl must not be negative")
+			}
+			err = a.withClient(cmd, func(c *client.Client, ctx context.Context) error {
+				return c.Put(ctx, args[0], args[1], value, ttl)
+			})
+			if err != nil {
+				return fmt.Errorf("cache put %s %s: %w", args[0], args[1], err)
+			}
+			a.done(map[string]any{"cache": args[0], "key": args[1], "stored": len(value), "ttl_ms": ttl.Milliseconds()},
+				"stored %s (%d bytes)", args[1], len(value))
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&ttl, "ttl", 0, "time to live (0 = no expiry)")
+	cmd.Flags().StringVar(&file, "file", "", "read the value from this file")
+	return cmd
+}
+
+func (a *app) cacheGet() *cobra.Command {
+	return &cobra.Command{
+		Use:   "get CACHE KEY",
+		Short: "Print a value (exit 3 when the key is absent or expired)",
+		Args:  nArgs(2, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var (
+				value []byte
+				found bool
+			)
+			err := a.withClient(cmd, func(c *client.Client, ctx context.Context) error {
+				var err error
+				value, found, err = c.Get(ctx, args[0], args[1])
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("cache get %s %s: %w", args[0], args[1], err)
+			}
+			if !found {
+				return withKind(ErrNotFound, fmt.Errorf("cache %s: key %s not found", args[0], args[1]))
+			}
+			if a.jsonOut {
+				a.printJSON(valueJSON(map[string]any{"cache": args[0], "key": args[1], "found": true}, value))
+				return nil
+			}
+			a.stdout.Write(value)
+			if len(value) == 0 || value[len(value)-1] != '\n' {
+				fmt.Fprintln(a.stdout)
+			}
+			return nil
+		},
+	}
+}
+
+func (a *app) cacheDel() *cobra.Command {
+	return &cobra.Command{
+		Use:   "del CACHE KEY",
+		Short: "Delete a key and print the removed value (exit 3 when it was absent)",
+		Args:  nArgs(2, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var (
+				removed []byte
+				found   bool
+			)
+			err := a.withClient(cmd, func(c *client.Client, ctx context.Context) error {
+				var err error
+				removed, found, err = c.Delete(ctx, args[0], args[1])
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("cache del %s %s: %w", args[0], args[1], err)
+			}
+			if !found {
+				return withKind(ErrNotFound, fmt.Errorf("cache %s: key %s not found", args[0], args[1]))
+			}
+			if a.jsonOut {
+				a.printJSON(valueJSON(map[string]any{"cache": args[0], "key": args[1], "deleted": true}, removed))
+				return nil
+			}
+			fmt.Fprintf(a.stdout, "deleted %s (was %s)\n", args[1], strconv.Quote(string(removed)))
+			return nil
+		},
+	}
+}
+
+func (a *app) cacheIncr() *cobra.Command {
+	var by int64
+	cmd := &cobra.Command{
+		Use:   "incr CACHE KEY [--by N]",
+		Short: "Add to a counter (default 1; negative subtracts) and print its new value",
+		Args:  nArgs(2, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var v int64
+			err := a.withClient(cmd, func(c *client.Client, ctx context.Context) error {
+				var err error
+				v, err = c.CounterAdd(ctx, args[0], args[1], by)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("cache incr %s %s: %w", args[0], args[1], err)
+			}
+			a.done(map[string]any{"cache": args[0], "key": args[1], "value": v}, "%d", v)
+			return nil
+		},
+	}
+	cmd.Flags().Int64Var(&by, "by", 1, "amount to add")
+	return cmd
+}
+
+func (a *app) cacheCounter() *cobra.Command {
+	return &cobra.Command{
+		Use:   "counter CACHE KEY",
+		Short: "Print a counter's value (0 when never incremented)",
+		Args:  nArgs(2, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var v int64
+			err := a.withClient(cmd, func(c *client.Client, ctx context.Context) error {
+				var err error
+				v, err = c.CounterGet(ctx, args[0], args[1])
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("cache counter %s %s: %w", args[0], args[1], err)
+			}
+			a.done(map[string]any{"cache": args[0], "key": args[1], "value": v}, "%d", v)
+			return nil
+		},
+	}
+}

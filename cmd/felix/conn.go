@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"felix/client"
+)
+
+// dial connects the SDK to --server with the resolved credentials. TLS trust, in order:
+// --fingerprint pins the broker's certificate; --insecure accepts any; otherwise a
+// loopback server (127.0.0.0/8, ::1, localhost: the broker's self-signed development
+// default, traffic that never leaves the host) is accepted unverified and any other
+// server is verified against the system roots (docs/cli.md, "TLS").
+func (a *app) dial(ctx context.Context) (*client.Client, error) {
+	token, err := a.resolveToken()
+	if err != nil {
+		return nil, err
+	}
+	opts := []client.Option{
+		client.WithTenant(a.tenant),
+		client.WithNamespace(a.namespace),
+		client.WithConnPool(1),
+		client.WithDialTimeout(a.timeout),
+	}
+	if token != "" {
+		opts = append(opts, client.WithToken(token))
+	}
+	switch {
+	case a.fingerprint != "":
+		opts = append(opts, client.WithFingerprint(a.fingerprint))
+	case a.insecure || isLoopback(a.server):
+		opts = append(opts, client.WithInsecureSkipVerify())
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	c, err := client.Dial(ctx, a.server, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", a.server, classify(err))
+	}
+	return c, nil
+}
+
+// classify attaches the CLI's failure kind to an SDK error (exit.go): the SDK's sentinels
+// (client/errors.go) and transport failures.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, client.ErrInvalidArgument):
+		return withKind(ErrUsage, err)
+	case errors.Is(err, client.ErrNotFound), errors.Is(err, client.ErrCursor):
+		return withKind(ErrNotFound, err)
+	case errors.Is(err, client.ErrUnauthorized):
+		return withKind(ErrUnauthorized, err)
+	case errors.Is(err, client.ErrIndeterminate):
+		return withKind(ErrIndeterminate, err)
+	case errors.Is(err, client.ErrOverloaded), errors.Is(err, client.ErrShardUnavailable),
+		errors.Is(err, client.ErrLeadershipLost), errors.Is(err, client.ErrNotLeader):
+		return withKind(ErrUnavailable, err)
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne):
+		return withKind(ErrUnavailable, err)
+	}
+	return err
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"felix/client"
+)
+
+// maxLineBytes bounds one input line of `felix pub` (a record), well under the frame cap.
+const maxLineBytes = 8 << 20
+
+// pubCommand is `felix pub STREAM [MSG | --file F | lines from stdin]`: one record from
+// MSG, else one record per line of F or of stdin (the newline is not part of the record).
+// Records go through one client.Publisher (batched, acked per batch); the command exits
+// after every record has its outcome. A progress bar (bytes read) is drawn on stderr for
+// --file and stdin input when stderr is a terminal.
+func (a *app) pubCommand() *cobra.Command {
+	var (
+		file       string
+		idempotent bool
+		noProgress bool
+	)
+	cmd := &cobra.Command{
+		Use:   "pub STREAM [MSG | --file F | lines from stdin]",
+		Short: "Publish one record, or one record per input line",
+		Long: `Publish to STREAM in --tenant/--namespace. With MSG one record is published and its
+offset printed. Otherwise every line of --file F (or of stdin) is a record; a progress bar
+shows the bytes read when stderr is a terminal. The command waits for every acknowledgement:
+exit 5 (indeterminate) means some records may or may not have been stored.
+
+The wire protocol carries no routing key, so the broker spreads records over the shards.`,
+		Args: nArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 && file != "" {
+				return usagef("give MSG or --file, not both")
+			}
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			c, err := a.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if len(args) == 2 {
+				return a.pubOne(ctx, c, args[0], []byte(args[1]), idempotent)
+			}
+			in, size, closeIn, err := a.pubInput(file)
+			if err != nil {
+				return err
+			}
+			defer closeIn()
+			var bar *progressbar.ProgressBar
+			if !noProgress && !a.jsonOut && a.stderrIsTerminal() {
+				bar = progressbar.DefaultBytes(size, "publishing")
+				in = io.TeeReader(in, bar)
+			}
+			stats, err := a.pubLines(ctx, c, args[0], in, idempotent)
+			if bar != nil {
+				_ = bar.Finish()
+				fmt.Fprintln(a.stderr)
+			}
+			if err != nil {
+				return fmt.Errorf("publish to %s: %d records acknowledged, %d failed: %w", args[0], stats.acked, stats.failed, err)
+			}
+			a.done(map[string]any{"stream": args[0], "records": stats.acked}, "published %d records to %s", stats.acked, args[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&file, "file", "", "publish each line of this file as a record")
+	cmd.Flags().BoolVar(&idempotent, "idempotent", false, "idempotent producer: re-send batches whose answer was lost (broker feature idempotent_publish)")
+	cmd.Flags().BoolVar(&noProgress, "no-progress", false, "never draw the progress bar")
+	return cmd
+}
+
+// pubInput opens the record source: --file (its size is known) or stdin (size -1).
+func (a *app) pubInput(file string) (io.Reader, int64, func(), error) {
+	if file == "" {
+		return a.stdin, -1, func() {}, nil
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, 0, nil, withKind(ErrUsage, err)
+	}
+	size := int64(-1)
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		size = st.Size()
+	}
+	return f, size, func() { f.Close() }, nil
+}
+
+func (a *app) stderrIsTerminal() bool {
+	f, ok := a.stderr.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// pubOne publishes one record and prints its offset when the broker reports one.
+func (a *app) pubOne(ctx context.Context, c *client.Client, stream string, payload []byte, idempotent bool) error {
+	p, err := c.NewPublisher(stream, client.PublisherOptions{Linger: -1, Offsets: true, Idempotent: idempotent})
+	if err != nil {
+		return classify(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	res, err := p.PublishSync(rctx, payload)
+	closeErr := p.Close(rctx)
+	if err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return fmt.Errorf("publish to %s: %w", stream, classifyPublish(err))
+	}
+	out := map[string]any{"stream": stream, "records": 1}
+	if res.HasOffsets {
+		out["offset"] = res.FirstOffset
+		if res.Duplicate {
+			out["duplicate"] = true
+		}
+		a.done(out, "published 1 record to %s at offset %d", stream, res.FirstOffset)
+		return nil
+	}
+	a.done(out, "published 1 record to %s", stream)
+	return nil
+}
+
+// pubStats counts per-record outcomes of a bulk publish.
+type pubStats struct{ acked, failed int64 }
+
+// pubLines publishes each line of in as a record and waits for every outcome. A waiter
+// goroutine takes the futures in order from a bounded queue, so memory stays bounded
+// however long the input is (the Publisher itself bounds unacknowledged bytes). Reading
+// stops at the first failure; the first error is returned.
+func (a *app) pubLines(ctx context.Context, c *client.Client, stream string, in io.Reader, idempotent bool) (pubStats, error) {
+	var stats pubStats
+	p, err := c.NewPublisher(stream, client.PublisherOptions{Idempotent: idempotent})
+	if err != nil {
+		return stats, classify(err)
+	}
+	wctx, cancelWait := context.WithCancel(ctx)
+	defer cancelWait()
+	pending := make(chan client.Pending, 4096)
+	waitDone := make(chan error, 1)
+	go func() {
+		var first error
+		for pd := range pending {
+			if _, err := pd.Wait(wctx); err != nil {
+				stats.failed++
+				if first == nil {
+					first = err
+					cancelWait() // stop the reader; the rest is counted as failed
+				}
+				continue
+			}
+			stats.acked++
+		}
+		waitDone <- first
+	}()
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
+	var readErr error
+	for sc.Scan() {
+		pd, err := p.Publish(wctx, sc.Bytes())
+		if err != nil {
+			readErr = err
+			break
+		}
+		pending <- pd
+	}
+	if readErr == nil {
+		readErr = sc.Err()
+		if errors.Is(readErr, bufio.ErrTooLong) {
+			readErr = withKind(ErrUsage, fmt.Errorf("a line is longer than %d bytes", maxLineBytes))
+		}
+	}
+	flushErr := p.Flush(wctx)
+	close(pending)
+	waitErr := <-waitDone
+	closeCtx, cancel := context.WithTimeout(context.Background(), a.timeout)
+	defer cancel()
+	_ = p.Close(closeCtx)
+	for _, err := range []error{waitErr, readErr, flushErr} {
+		if err != nil {
+			return stats, classifyPublish(err)
+		}
+	}
+	return stats, nil
+}
+
+// classifyPublish is classify for publishes: a context that ended while acks were
+// outstanding leaves their outcome unknown (indeterminate).
+func classifyPublish(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return withKind(ErrIndeterminate, err)
+	}
+	return classify(err)
+}
