@@ -86,8 +86,9 @@ type PublishResult struct {
 }
 
 // Publisher batches records for one stream (PublisherOptions). It is safe for concurrent
-// use; records from one goroutine keep their order unless an idempotent re-send overtakes
-// (a re-sent batch may land after a later one). Close it to flush.
+// use. Batches are written in order on one request stream (chosen again only when it
+// fails), so records from one goroutine keep their order; an idempotent re-send after a
+// lost connection may land after batches sent later. Close it to flush.
 type Publisher struct {
 	c          *Client
 	stream     string
@@ -107,6 +108,7 @@ type Publisher struct {
 	ready []*batch // sealed batches in order; idempotent re-sends go first
 	kick  chan struct{}
 	done  chan struct{}
+	sess  *session // sticky: one stream keeps the batches in order (sender goroutine only)
 }
 
 // batch is one publish request: records, its request id (kept across idempotent re-sends)
@@ -421,7 +423,15 @@ func (p *Publisher) send(b *batch) {
 	}
 	for {
 		b.attempts++
-		s, err := p.c.session(p.ctx)
+		if p.sess == nil || p.sess.isDead() {
+			s, err := p.c.session(p.ctx)
+			if err != nil {
+				p.complete(b, BatchResult{}, closedOr(p.c, err))
+				return
+			}
+			p.sess = s
+		}
+		s, err := p.sess, error(nil)
 		if err != nil {
 			p.complete(b, BatchResult{}, closedOr(p.c, err))
 			return
