@@ -281,14 +281,24 @@ func (e *Engine) cacheShardFor(name CacheName, key []byte) (*cacheShard, error) 
 	return meta.shards[cache.ShardOf(key, uint32(len(meta.shards)))], nil
 }
 
-// postCache runs fn on the core owning key's shard; done gets fn's error
-// once every record fn wrote (and every earlier one) is committed.
-func (e *Engine) postCache(name CacheName, key []byte, fn func(cs *cacheShard, nowMillis int64) error, done func(error)) error {
+// cacheShardOp is a cache operation as an inbox message: apply runs it on
+// the owning core, answer releases its result once its records committed.
+type cacheShardOp interface {
+	operation
+	cacheAnswerer
+}
+
+// cacheAnswerer is an operation waiting for its records' commit.
+type cacheAnswerer interface{ answer(err error) }
+
+// postCache posts op to the core owning key's shard. Errors: ErrNotFound,
+// ErrOverloaded, ErrClosed.
+func (e *Engine) postCache(name CacheName, key []byte, bind func(*cacheShard) cacheShardOp) error {
 	cs, err := e.cacheShardFor(name, key)
 	if err != nil {
 		return err
 	}
-	return e.post(cs.c, message{kind: msgOp, op: &cacheOp{shard: cs, fn: fn, done: done}})
+	return e.post(cs.c, message{kind: msgOp, op: bind(cs)})
 }
 
 // CachePut stores value under key with ttl (cache.NoTTL = no expiry) in the
@@ -300,10 +310,9 @@ func (e *Engine) postCache(name CacheName, key []byte, fn func(cs *cacheShard, n
 // ErrStorageFailed-wrapped, and the cache errors (cache.ErrZeroTTL,
 // cache.ErrNegativeTTL, cache.ErrKeyTooLarge, ... wrapped in ErrInvalid).
 func (e *Engine) CachePut(name CacheName, key, value []byte, ttl cache.TTL, done func(error)) error {
-	return e.postCache(name, key, func(cs *cacheShard, now int64) error {
-		_, err := cs.sm.Put(key, value, ttl, now)
-		return err
-	}, done)
+	return e.postCache(name, key, func(cs *cacheShard) cacheShardOp {
+		return &cachePutOp{shard: cs, key: key, value: value, ttl: ttl, done: done}
+	})
 }
 
 // CacheGet reads key (spec/client-protocol.md §6 cache_get): done gets a
@@ -311,79 +320,146 @@ func (e *Engine) CachePut(name CacheName, key, value []byte, ttl cache.TTL, done
 // wire's null), after every earlier write of the shard is committed. Safe
 // to re-send. Errors as CachePut.
 func (e *Engine) CacheGet(name CacheName, key []byte, done func(value []byte, found bool, err error)) error {
-	var value []byte
-	var found bool
-	return e.postCache(name, key, func(cs *cacheShard, now int64) error {
-		var v []byte
-		v, found = cs.sm.Get(key, now)
-		if found {
-			value = append(make([]byte, 0, len(v)), v...)
-		}
-		return nil
-	}, func(err error) { done(value, found, err) })
+	return e.postCache(name, key, func(cs *cacheShard) cacheShardOp {
+		return &cacheReadOp{shard: cs, key: key, done: done}
+	})
 }
 
 // CacheDelete removes key and hands done a copy of the value it removed
 // (spec/client-protocol.md §8.1; found = false is null). Safe to re-send.
 // Errors as CachePut.
 func (e *Engine) CacheDelete(name CacheName, key []byte, done func(value []byte, found bool, err error)) error {
-	var value []byte
-	var found bool
-	return e.postCache(name, key, func(cs *cacheShard, now int64) error {
-		var v []byte
-		v, found, _ = cs.sm.Delete(key, now)
-		if found {
-			value = append(make([]byte, 0, len(v)), v...)
-		}
-		return nil
-	}, func(err error) { done(value, found, err) })
+	return e.postCache(name, key, func(cs *cacheShard) cacheShardOp {
+		return &cacheReadOp{shard: cs, key: key, delete: true, done: done}
+	})
 }
 
 // CounterAdd adds delta to the counter key and hands done the new sum
 // (spec/client-protocol.md §8.2). Not safe to re-send (cache.SafeToResend).
 // Errors as CachePut, plus cache.ErrCounterOverflow and cache.ErrCapacity.
 func (e *Engine) CounterAdd(name CacheName, key []byte, delta int64, done func(sum int64, err error)) error {
-	var sum int64
-	return e.postCache(name, key, func(cs *cacheShard, _ int64) error {
-		var err error
-		sum, _, err = cs.sm.CounterAdd(key, delta)
-		return err
-	}, func(err error) { done(sum, err) })
+	return e.postCache(name, key, func(cs *cacheShard) cacheShardOp {
+		return &counterOp{shard: cs, key: key, delta: delta, add: true, done: done}
+	})
 }
 
 // CounterGet hands done the counter's sum (0 when it does not exist).
 // Errors as CachePut.
 func (e *Engine) CounterGet(name CacheName, key []byte, done func(sum int64, err error)) error {
-	var sum int64
-	return e.postCache(name, key, func(cs *cacheShard, _ int64) error {
-		sum, _ = cs.sm.CounterGet(key)
-		return nil
-	}, func(err error) { done(sum, err) })
+	return e.postCache(name, key, func(cs *cacheShard) cacheShardOp {
+		return &counterOp{shard: cs, key: key, done: done}
+	})
 }
 
-// cacheOp is one cache operation on its core.
-type cacheOp struct {
+// cachePutOp is a CachePut on its core.
+type cachePutOp struct {
 	shard *cacheShard
-	fn    func(cs *cacheShard, nowMillis int64) error
+	key   []byte
+	value []byte
+	ttl   cache.TTL
 	done  func(error)
+	err   error
 }
 
-func (o *cacheOp) fail(err error) { o.done(err) }
+func (o *cachePutOp) fail(err error) { o.done(err) }
 
-func (o *cacheOp) apply(c *core) {
-	cs := o.shard
-	if err := cs.usable(); err != nil {
+func (o *cachePutOp) apply(c *core) {
+	if err := o.shard.usable(); err != nil {
 		o.done(err)
 		return
 	}
-	opErr := cacheError(o.fn(cs, c.wallMillis()))
+	_, o.err = o.shard.sm.Put(o.key, o.value, o.ttl, c.wallMillis())
+	o.shard.finish(o)
+}
+
+func (o *cachePutOp) answer(err error) { o.done(firstError(err, o.err)) }
+
+// cacheReadOp is a CacheGet or a CacheDelete on its core.
+type cacheReadOp struct {
+	shard  *cacheShard
+	key    []byte
+	delete bool
+	done   func(value []byte, found bool, err error)
+	value  []byte
+	found  bool
+}
+
+func (o *cacheReadOp) fail(err error) { o.done(nil, false, err) }
+
+func (o *cacheReadOp) apply(c *core) {
+	if err := o.shard.usable(); err != nil {
+		o.done(nil, false, err)
+		return
+	}
+	var v []byte
+	if o.delete {
+		v, o.found, _ = o.shard.sm.Delete(o.key, c.wallMillis())
+	} else {
+		v, o.found = o.shard.sm.Get(o.key, c.wallMillis())
+	}
+	if o.found {
+		o.value = append(make([]byte, 0, len(v)), v...) // the answer leaves the core
+	}
+	o.shard.finish(o)
+}
+
+func (o *cacheReadOp) answer(err error) {
+	if err != nil {
+		o.done(nil, false, err)
+		return
+	}
+	o.done(o.value, o.found, nil)
+}
+
+// counterOp is a CounterAdd (add) or a CounterGet on its core.
+type counterOp struct {
+	shard *cacheShard
+	key   []byte
+	delta int64
+	add   bool
+	done  func(sum int64, err error)
+	sum   int64
+	err   error
+}
+
+func (o *counterOp) fail(err error) { o.done(0, err) }
+
+func (o *counterOp) apply(*core) {
+	if err := o.shard.usable(); err != nil {
+		o.done(0, err)
+		return
+	}
+	if o.add {
+		o.sum, _, o.err = o.shard.sm.CounterAdd(o.key, o.delta)
+	} else {
+		o.sum, _ = o.shard.sm.CounterGet(o.key)
+	}
+	o.shard.finish(o)
+}
+
+func (o *counterOp) answer(err error) {
+	err = firstError(err, o.err)
+	if err != nil {
+		o.done(0, err)
+		return
+	}
+	o.done(o.sum, nil)
+}
+
+// firstError returns the storage error of the commit when there is one,
+// else the operation's own error mapped by cacheError.
+func firstError(commitErr, opErr error) error {
+	if commitErr != nil {
+		return commitErr
+	}
+	return cacheError(opErr)
+}
+
+// finish takes the effects of an applied operation and queues its answer
+// behind their commit.
+func (cs *cacheShard) finish(a cacheAnswerer) {
 	cs.flush()
-	cs.after(func(err error) {
-		if err == nil {
-			err = opErr
-		}
-		o.done(err)
-	})
+	cs.after(a)
 }
 
 // cacheError wraps the cache package's input errors in ErrInvalid (client
@@ -440,7 +516,7 @@ type cachePendingClose struct {
 // cacheWaiter is an answer released once both logs reach its offsets.
 type cacheWaiter struct {
 	cacheNeed, counterNeed uint64
-	fn                     func(error)
+	a                      cacheAnswerer
 }
 
 func (c *core) cacheTable() *cacheTable {
@@ -644,14 +720,14 @@ func (cs *cacheShard) counterAppended(_, last uint64, err error) {
 	cs.settle()
 }
 
-// after runs fn once every record written so far is committed.
-func (cs *cacheShard) after(fn func(error)) {
+// after answers a once every record written so far is committed.
+func (cs *cacheShard) after(a cacheAnswerer) {
 	if cs.failed != nil {
-		fn(cs.failed)
+		a.answer(cs.failed)
 		return
 	}
 	cacheNext, counterNext := cs.sm.NextOffsets()
-	cs.waiters.push(cacheWaiter{cacheNeed: cacheNext, counterNeed: counterNext, fn: fn})
+	cs.waiters.push(cacheWaiter{cacheNeed: cacheNext, counterNeed: counterNext, a: a})
 	cs.settle()
 }
 
@@ -669,7 +745,7 @@ func (cs *cacheShard) settle() {
 		if w.cacheNeed > cs.cacheCommitted || w.counterNeed > cs.counterCommitted {
 			break
 		}
-		cs.waiters.pop().fn(nil)
+		cs.waiters.pop().a.answer(nil)
 	}
 }
 
@@ -681,7 +757,7 @@ func (cs *cacheShard) fail(err error) {
 	}
 	cs.failed = err
 	for cs.waiters.len() > 0 {
-		cs.waiters.pop().fn(err)
+		cs.waiters.pop().a.answer(err)
 	}
 	for _, w := range cs.watchers {
 		cs.dropWatch(w, err)
@@ -915,13 +991,18 @@ func (cs *cacheShard) addWatch(w *CacheWatcher, from *uint64) error {
 		return nil
 	}
 	w.histShard, w.histNext, w.histEnd, w.histLog = cs.index, *from, liveStart, cs.log
-	cs.after(func(err error) { // history below liveStart is committed now
-		if err != nil {
-			w.end(err)
-		}
-		close(w.histReady)
-	})
+	cs.after(historyReady{w}) // history below liveStart is committed once it answers
 	return nil
+}
+
+// historyReady opens a resumed watch's history once it is committed.
+type historyReady struct{ w *CacheWatcher }
+
+func (h historyReady) answer(err error) {
+	if err != nil {
+		h.w.end(err)
+	}
+	close(h.w.histReady)
 }
 
 // deliver queues one committed change (on the core). It reports false when
