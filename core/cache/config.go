@@ -1,8 +1,8 @@
 package cache
 
 // Config bounds one cache shard. A zero field takes the default named beside
-// it (DefaultConfig). The engine divides a cache's configured capacity by its
-// shard count before handing it here.
+// it (DefaultConfig). The engine applies a cache's CacheSpec.Limits to each
+// of its shards, so a cache holds up to Shards times these bounds.
 type Config struct {
 	// MaxEntries bounds the number of stored values (default 4,194,304).
 	// Reaching it evicts (docs/cache.md, "Capacity and eviction").
