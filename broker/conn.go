@@ -119,9 +119,11 @@ type session struct {
 	names       nameCache
 }
 
+// A session keeps up to sessionBuffers read buffers of at most pooledBufferMaxBytes each
+// for reuse (at most 1 MiB per stream); larger frames get a buffer of their own.
 const (
-	sessionBuffers       = 4
-	pooledBufferMaxBytes = 1 << 20
+	sessionBuffers       = 16
+	pooledBufferMaxBytes = 64 << 10
 )
 
 func newSession(h *connHandler, in readStream, out *quic.Stream, uni bool) *session {

@@ -136,14 +136,27 @@ func (op *pubOp) complete(res core.PublishResult, err error) {
 			}
 			s.send(ok)
 		case answerBinaryAck:
-			id := op.requestID
-			_ = s.w.Append(func(dst []byte) []byte { return proto.AppendPublishAckOK(dst, id) })
+			if buf, err := s.w.Begin(); err == nil {
+				s.w.Commit(proto.AppendPublishAckOK(buf, op.requestID))
+			}
 		}
 	}
 	s.release(op.charge, op.body)
 	s.h.s.inflight.Done()
 	s.inflight.Done()
+	op.recycle()
+}
+
+// recycle clears op (dropping every reference into read buffers) and pools it, keeping the
+// capacity of its payload list so the next batch allocates nothing.
+func (op *pubOp) recycle() {
+	payloads := op.req.Payloads
+	if cap(payloads) > 0 && &payloads[:1][0] == &op.payloads[0] {
+		payloads = nil // the inline array of a single JSON publish
+	}
+	clear(payloads[:cap(payloads)])
 	*op = pubOp{done: op.done}
+	op.req.Payloads = payloads[:0]
 	pubOps.Put(op)
 }
 
@@ -315,8 +328,7 @@ func (s *session) submit(op *pubOp, names *nameCache, requestID uint64, answer a
 		kind = answerErrorFrame
 	}
 	s.answerPublishError(kind, requestID, code, text)
-	*op = pubOp{done: op.done}
-	pubOps.Put(op)
+	op.recycle()
 	return false
 }
 

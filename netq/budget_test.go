@@ -139,3 +139,19 @@ func BenchmarkWriterAppend(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+func TestWriterBeginCommit(t *testing.T) {
+	var got bytes.Buffer
+	w := NewWriter(&got, 64)
+	buf, err := w.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Commit(append(buf, "frame"...))
+	if err := w.Close(); err != nil || got.String() != "frame" {
+		t.Fatalf("written %q, %v", got.String(), err)
+	}
+	if _, err := w.Begin(); !errors.Is(err, ErrWriterClosed) {
+		t.Fatalf("Begin after Close: %v", err)
+	}
+}

@@ -74,6 +74,38 @@ func (wr *Writer) Append(encode func(dst []byte) []byte) error {
 	return nil
 }
 
+// Begin locks the writer and returns the pending buffer for the caller to append whole
+// frames to; Commit(buf) must follow (on every path where err is nil) and unlocks. It is
+// Append without a closure, for hot paths (a capturing closure escapes to the heap).
+// Errors as Append; on error nothing is locked.
+func (wr *Writer) Begin() ([]byte, error) {
+	wr.mu.Lock()
+	if wr.err != nil || wr.closing {
+		err := wr.err
+		wr.mu.Unlock()
+		if err == nil {
+			return nil, ErrWriterClosed
+		}
+		return nil, fmt.Errorf("%w: %v", ErrWriterClosed, err)
+	}
+	if len(wr.pending) >= wr.maxQueued {
+		wr.mu.Unlock()
+		return nil, ErrWriterFull
+	}
+	return wr.pending, nil
+}
+
+// Commit stores buf (the slice Begin returned, appended to) as the pending buffer, unlocks
+// and wakes the writer goroutine.
+func (wr *Writer) Commit(buf []byte) {
+	wr.pending = buf
+	wr.mu.Unlock()
+	select {
+	case wr.wake <- struct{}{}:
+	default:
+	}
+}
+
 // Write queues a copy of p (one or more whole frames). See Append.
 func (wr *Writer) Write(p []byte) (int, error) {
 	if err := wr.Append(func(dst []byte) []byte { return append(dst, p...) }); err != nil {
