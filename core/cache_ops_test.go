@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -383,6 +384,10 @@ func TestCacheOnSeglogSurvivesRestart(t *testing.T) {
 	}
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	counterDirs, _ := filepath.Glob(filepath.Join(dir, "caches", "*", "counters"))
+	if streams, _ := filepath.Glob(filepath.Join(dir, "streams", "*")); len(counterDirs) != 2 || len(streams) != 0 {
+		t.Fatalf("cache logs not under caches/ with a counters companion: %v, streams %v", counterDirs, streams)
 	}
 	e = open()
 	defer e.Close(context.Background())
