@@ -255,7 +255,7 @@ func (c *core) finishStop() {
 	c.stopTurns++
 	if c.stopTurns < stopSteps {
 		for s := range c.shards {
-			if s.inflight.len() > 0 || s.producerPending.len() > 0 {
+			if s.inflight.len() > 0 || s.producerPending.len() > 0 || s.producerCompacting {
 				return
 			}
 		}

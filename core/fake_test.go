@@ -62,6 +62,7 @@ type fakeAppend struct {
 	log         *fakeLog
 	first, last uint64
 	done        func(first, last uint64, err error)
+	compact     bool // drop every record below first on completion
 }
 
 // fakeDisk is a coreDisk over a fakeStore. Appends wait in staged until
@@ -145,6 +146,9 @@ func (d *fakeDisk) completeAll() {
 			a.log.mu.Lock()
 			a.log.committed = a.last + 1
 			a.log.mu.Unlock()
+			if a.compact {
+				a.log.trim(a.first)
+			}
 		}
 		a.done(a.first, a.last, err)
 	}
@@ -179,6 +183,14 @@ func (l *fakeLog) Append(payloads [][]byte, ts int64, done func(first, last uint
 	last := l.next - 1
 	l.mu.Unlock()
 	l.disk.staged = append(l.disk.staged, fakeAppend{log: l, first: first, last: last, done: done})
+	return nil
+}
+
+func (l *fakeLog) Compact(live [][]byte, ts int64, done func(first, last uint64, err error)) error {
+	if err := l.Append(live, ts, done); err != nil {
+		return err
+	}
+	l.disk.staged[len(l.disk.staged)-1].compact = true
 	return nil
 }
 

@@ -38,6 +38,13 @@ type shardLog interface {
 	Close() error
 }
 
+// logCompactor is a shardLog that can compact (seglog.Log.Compact): append
+// live as new records at the tail and, once that append completed (done),
+// drop every older record, moving EarliestOffset to the first live one.
+type logCompactor interface {
+	Compact(live [][]byte, tsMicros int64, done func(first, last uint64, err error)) error
+}
+
 // coreDisk is a core's I/O: its ring and the seglog.Disk on it. Every method
 // except Wake runs on the owning core goroutine.
 type coreDisk interface {

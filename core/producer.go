@@ -16,7 +16,8 @@ import (
 // Durability: a durable shard writes one record per idempotent publish to its
 // companion log "producers" in the same flush as the data, and acknowledges
 // on commit only once both are durable. Reopening rebuilds the window from
-// that log, keeping the keys whose records are in the data log.
+// that log, keeping the keys whose records are in the data log. Past four
+// windows of records the log is compacted to the current window.
 //
 // Key record layout (big-endian): u8 id_len, id_len bytes id, u64 sequence,
 // u64 first_offset, u64 last_offset.
@@ -151,7 +152,48 @@ func (s *streamShard) producerLogged(_, _ uint64, err error) {
 	}
 	e.logged = true
 	s.producers.settle(s, e)
+	s.compactProducers()
 	s.tryClose()
+}
+
+// compactProducers rewrites the producers log as the current window once it
+// holds more than producerCompactFactor windows of key records, so that it
+// stays bounded and reopening reads little. The live set includes keys still
+// in flight: their own records sit in the segments the compaction drops.
+func (s *streamShard) compactProducers() {
+	w := s.producers
+	limit := uint64(producerCompactFactor * max(w.max, 64))
+	compactor, ok := s.producerLog.(logCompactor)
+	if !ok || s.producerCompacting || s.producerLog.NextOffset()-s.producerLog.EarliestOffset() <= limit {
+		return
+	}
+	live := make([][]byte, 0, w.order.len())
+	for i := 0; i < w.order.len(); i++ {
+		e := *w.order.at(i)
+		if w.entries[e.key] == e {
+			live = append(live, appendProducerRecord(nil, e.key, e.first, e.last))
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	if err := compactor.Compact(live, s.c.clock.WallMicros(), s.onCompacted); err != nil {
+		s.fail(storageError("compact producer keys", err))
+		return
+	}
+	s.producerCompacting = true
+}
+
+// producerCompactFactor: the producers log is compacted past this many
+// windows of records.
+const producerCompactFactor = 4
+
+// producerCompacted is the compaction's append callback.
+func (s *streamShard) producerCompacted(_, _ uint64, err error) {
+	s.producerCompacting = false
+	if err != nil {
+		s.fail(storageError("compact producer keys", err))
+	}
 }
 
 // appendProducerRecord appends the key record of key at [first, last].

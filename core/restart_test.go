@@ -285,3 +285,31 @@ func TestDeleteDurableStreamRemovesItsLogs(t *testing.T) {
 		t.Fatalf("producer window survived the delete: %+v %v", res, err)
 	}
 }
+
+func TestProducerLogIsCompactedAndStillRecovers(t *testing.T) {
+	store := newFakeStore()
+	h := newHarness(t, 1, store, func(c *Config) { c.ProducerWindow = 8 })
+	h.create(StreamSpec{Name: testStream, Shards: 1, Durable: true})
+	const n = 600
+	for seq := range uint64(n) {
+		h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("x", 1), ProducerID: "p", Sequence: seq})
+		h.step(1)
+	}
+	h.step(2)
+	plog := store.logs[fakeLogKey(logProducers, testStream, 0)]
+	if held := plog.NextOffset() - plog.EarliestOffset(); held > producerCompactFactor*64+8 {
+		t.Fatalf("producers log holds %d records after %d publishes", held, n)
+	}
+	if plog.EarliestOffset() == 0 {
+		t.Fatal("producers log never compacted")
+	}
+	h.close()
+	h2 := newHarness(t, 1, store, func(c *Config) { c.ProducerWindow = 8 })
+	h2.create(StreamSpec{Name: testStream, Shards: 1, Durable: true})
+	recent := h2.publish(&PublishRequest{Stream: testStream, Payloads: payloads("x", 1), ProducerID: "p", Sequence: n - 1})
+	old := h2.publish(&PublishRequest{Stream: testStream, Payloads: payloads("x", 1), ProducerID: "p", Sequence: 0})
+	h2.step(2)
+	if !recent.res.Duplicate || recent.res.FirstOffset != n-1 || old.res.Duplicate {
+		t.Fatalf("after compaction and restart: recent %+v, old %+v", recent.res, old.res)
+	}
+}

@@ -27,6 +27,9 @@ type streamShard struct {
 	producerPending fifo[*producerEntry] // entries whose key record is in flight
 	producerScratch []byte
 	producerArgs    [1][]byte
+	// producerCompacting is set while a compaction of the producers log is
+	// in flight.
+	producerCompacting bool
 
 	subs     []*Subscription
 	blocking []*Subscription // Block subscribers with a full queue
@@ -37,9 +40,10 @@ type streamShard struct {
 	closed       bool
 	pendingClose *pendingClose
 
-	onAppended func(first, last uint64, err error) // bound once: no per-append closure
-	onLogged   func(first, last uint64, err error)
-	metrics    *shardMetrics
+	onAppended  func(first, last uint64, err error) // bound once: no per-append closure
+	onLogged    func(first, last uint64, err error)
+	onCompacted func(first, last uint64, err error)
+	metrics     *shardMetrics
 }
 
 // inflightPublish is a durable publish staged in the log, waiting for its
@@ -66,6 +70,7 @@ func (c *core) openStreamShard(spec *StreamSpec, index int) (*streamShard, error
 	s := &streamShard{c: c, name: spec.Name, index: index, durable: spec.Durable}
 	s.onAppended = s.appended
 	s.onLogged = s.producerLogged
+	s.onCompacted = s.producerCompacted
 	s.stall = coreTimer{index: -1, fn: s.stallExpired}
 	s.producers = newProducerWindow(cfg.ProducerWindow)
 	if spec.Durable {
@@ -322,7 +327,7 @@ func (s *streamShard) closeWhenIdle(reason error, remove bool, done chan error) 
 
 func (s *streamShard) tryClose() {
 	pc := s.pendingClose
-	if pc == nil || s.inflight.len() > 0 || s.producerPending.len() > 0 {
+	if pc == nil || s.inflight.len() > 0 || s.producerPending.len() > 0 || s.producerCompacting {
 		return
 	}
 	s.pendingClose = nil
