@@ -299,3 +299,52 @@ func TestCloseFailsQueuedAndEndsSubscriptions(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigCoresFromEnvironment(t *testing.T) {
+	t.Setenv("FELIX_CORES", "3")
+	h := newHarness(t, 0, newFakeStore(), nil)
+	if h.e.Cores() != 3 {
+		t.Fatalf("FELIX_CORES=3 gave %d cores", h.e.Cores())
+	}
+	t.Setenv("FELIX_CORES", "zero")
+	if _, err := NewEngine(Config{manual: true}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("FELIX_CORES=zero: %v", err)
+	}
+	t.Setenv("FELIX_CORES", "")
+	cfg := Config{}
+	if err := cfg.normalize(); err != nil || cfg.Cores != max(1, len(allowedCPUs())) {
+		t.Fatalf("default cores %d, allowed CPUs %v: %v", cfg.Cores, allowedCPUs(), err)
+	}
+}
+
+func TestSubscribeValidation(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), nil)
+	h.create(StreamSpec{Name: testStream, Shards: 2})
+	cases := []struct {
+		req  SubscribeRequest
+		want error
+	}{
+		{SubscribeRequest{Stream: testStream, Policy: Block + 1}, ErrInvalid},
+		{SubscribeRequest{Stream: testStream, Start: StartOffset + 1}, ErrInvalid},
+		{SubscribeRequest{Stream: testStream, QueueCapacity: -1}, ErrInvalid},
+		{SubscribeRequest{Stream: testStream, Shard: 2}, ErrNotFound},
+		{SubscribeRequest{Stream: testStream, Shard: -1}, ErrNotFound},
+		{SubscribeRequest{Stream: StreamName{Tenant: "x", Namespace: "y", Stream: "z"}}, ErrNotFound},
+	}
+	for i, c := range cases {
+		if _, err := h.e.Subscribe(c.req); !errors.Is(err, c.want) {
+			t.Errorf("case %d: %v, want %v", i, err, c.want)
+		}
+	}
+	a, err := h.e.Subscribe(SubscribeRequest{Stream: testStream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := h.e.Subscribe(SubscribeRequest{Stream: testStream, Shard: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ID() == 0 || a.ID() == b.ID() {
+		t.Fatalf("subscription ids %d and %d", a.ID(), b.ID())
+	}
+}
