@@ -1,0 +1,542 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"felix/netq"
+	"felix/proto"
+)
+
+// fakeBroker is a scripted FLX1 server on 127.0.0.1 for the SDK's retry and error rules:
+// it answers auth like a negotiating (or legacy) broker and hands every later message to
+// the test's handler, which can answer, stay silent, or drop the connection.
+type fakeBroker struct {
+	t        *testing.T
+	ln       *quic.Listener
+	fp       string
+	legacy   bool     // answer auth with plain ok
+	features []string // auth_ok features (nil = every SDK feature)
+	flags    uint16
+
+	mu     sync.Mutex
+	seen   []proto.Message
+	handle func(x *exchange, m proto.Message)
+}
+
+// exchange is one received message with the means to answer it.
+type exchange struct {
+	fb   *fakeBroker
+	conn *quic.Conn
+	st   *quic.Stream
+	wmu  *sync.Mutex
+}
+
+func (x *exchange) reply(m proto.Message) {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	_, _ = x.st.Write(proto.AppendMessage(nil, m))
+}
+
+func (x *exchange) raw(b []byte) {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	_, _ = x.st.Write(b)
+}
+
+// drop closes the whole connection (the answer is lost).
+func (x *exchange) drop() { _ = x.conn.CloseWithError(0, "fake broker drops the connection") }
+
+// count returns how many messages of type typ the broker received.
+func (fb *fakeBroker) count(typ proto.MessageType) int {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	n := 0
+	for _, m := range fb.seen {
+		if m.Type() == typ {
+			n++
+		}
+	}
+	return n
+}
+
+func (fb *fakeBroker) messages(typ proto.MessageType) []proto.Message {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	var out []proto.Message
+	for _, m := range fb.seen {
+		if m.Type() == typ {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func startFake(t *testing.T, handle func(x *exchange, m proto.Message)) *fakeBroker {
+	t.Helper()
+	cert, err := netq.SelfSigned([]string{"127.0.0.1"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := quic.ListenAddr("127.0.0.1:0", netq.ClientRoleTLS(cert), &quic.Config{MaxIncomingStreams: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := &fakeBroker{t: t, ln: ln, fp: netq.Fingerprint(cert.Certificate[0]), handle: handle, flags: proto.KnownFlags}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			go fb.serveConn(c)
+		}
+	}()
+	return fb
+}
+
+func (fb *fakeBroker) serveConn(c *quic.Conn) {
+	for {
+		st, err := c.AcceptStream(context.Background())
+		if err != nil {
+			return
+		}
+		go fb.serveStream(c, st)
+	}
+}
+
+func (fb *fakeBroker) serveStream(c *quic.Conn, st *quic.Stream) {
+	x := &exchange{fb: fb, conn: c, st: st, wmu: &sync.Mutex{}}
+	var buf []byte
+	for {
+		h, body, err := proto.ReadFrame(st, buf, proto.DefaultMaxFrameBytes)
+		if err != nil {
+			return
+		}
+		var m proto.Message
+		if h.Flags == 0 {
+			if m, err = proto.DecodeMessage(body); err != nil {
+				fb.t.Errorf("fake broker: undecodable message: %v", err)
+				return
+			}
+		} else {
+			// Binary publishes are recorded as the JSON batch they stand for.
+			var pb proto.PublishBatch
+			if err := proto.DecodePublish(h.Flags, body, &pb); err != nil {
+				fb.t.Errorf("fake broker: undecodable binary frame %#x: %v", h.Flags, err)
+				return
+			}
+			id := pb.RequestID
+			m = &proto.JSONPublishBatch{TenantID: string(pb.TenantID), Namespace: string(pb.Namespace), Stream: string(pb.Stream),
+				Payloads: pb.Payloads, RequestID: &id, ProducerID: string(pb.ProducerID)}
+		}
+		if a, ok := m.(*proto.Auth); ok {
+			if fb.legacy || a.ClientFlags == nil {
+				x.reply(&proto.OK{})
+				continue
+			}
+			features := fb.features
+			if features == nil {
+				features = Features
+			}
+			x.reply(&proto.AuthOK{ServerFlags: fb.flags, Features: features})
+			continue
+		}
+		fb.mu.Lock()
+		fb.seen = append(fb.seen, m)
+		fb.mu.Unlock()
+		fb.handle(x, m)
+	}
+}
+
+func (fb *fakeBroker) dial(opts ...Option) *Client {
+	fb.t.Helper()
+	all := append([]Option{WithFingerprint(fb.fp), WithToken("t"), WithReconnectBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)
+	c, err := Dial(testCtx(fb.t), fb.ln.Addr().String(), all...)
+	if err != nil {
+		fb.t.Fatal(err)
+	}
+	fb.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// dropFirst returns a handler that drops the connection on the first message of each
+// type in types and answers later ones with answer.
+func dropFirst(answer func(x *exchange, m proto.Message)) func(x *exchange, m proto.Message) {
+	var mu sync.Mutex
+	dropped := map[proto.MessageType]bool{}
+	return func(x *exchange, m proto.Message) {
+		mu.Lock()
+		first := !dropped[m.Type()]
+		dropped[m.Type()] = true
+		mu.Unlock()
+		if first {
+			x.drop()
+			return
+		}
+		answer(x, m)
+	}
+}
+
+func cacheAnswer(x *exchange, m proto.Message) {
+	switch m := m.(type) {
+	case *proto.CachePut:
+		x.reply(&proto.CacheOK{RequestID: *m.RequestID})
+	case *proto.CacheGet:
+		x.reply(&proto.CacheValue{TenantID: m.TenantID, Namespace: m.Namespace, Cache: m.Cache, Key: m.Key, Value: []byte("v"), RequestID: m.RequestID})
+	case *proto.CacheDelete:
+		x.reply(&proto.CacheDeleted{TenantID: m.TenantID, Namespace: m.Namespace, Cache: m.Cache, Key: m.Key, Value: []byte("old"), RequestID: m.RequestID})
+	case *proto.CounterAdd:
+		x.reply(&proto.CounterValue{Key: m.Key, Value: m.Delta, RequestID: m.RequestID})
+	case *proto.CounterGet:
+		x.reply(&proto.CounterValue{Key: m.Key, Value: 9, RequestID: m.RequestID})
+	}
+}
+
+// seeds/internal-protocol.txt, "Forwarded cache operation": a lost answer to a write is
+// reported, never re-sent; Get and Delete are re-sent.
+func TestCacheRetryRules(t *testing.T) {
+	fb := startFake(t, dropFirst(cacheAnswer))
+	c := fb.dial()
+	ctx := testCtx(t)
+
+	err := c.Put(ctx, "c", "k", []byte("v"), time.Second)
+	mustErrIs(t, err, ErrIndeterminate)
+	if n := fb.count(proto.TypeCachePut); n != 1 {
+		t.Fatalf("Put sent %d times, want 1 (never re-sent)", n)
+	}
+	if _, err := c.CounterAdd(ctx, "c", "n", 1); !errors.Is(err, ErrIndeterminate) {
+		t.Fatalf("CounterAdd with a lost answer: %v", err)
+	}
+	if n := fb.count(proto.TypeCounterAdd); n != 1 {
+		t.Fatalf("CounterAdd sent %d times, want 1", n)
+	}
+	v, found, err := c.Get(ctx, "c", "k")
+	if err != nil || !found || string(v) != "v" {
+		t.Fatalf("Get after a lost answer: %q %v %v", v, found, err)
+	}
+	if n := fb.count(proto.TypeCacheGet); n != 2 {
+		t.Fatalf("Get sent %d times, want 2 (re-sent once)", n)
+	}
+	if old, found, err := c.Delete(ctx, "c", "k"); err != nil || !found || string(old) != "old" {
+		t.Fatalf("Delete after a lost answer: %q %v %v", old, found, err)
+	}
+	if sum, err := c.CounterGet(ctx, "c", "n"); err != nil || sum != 9 {
+		t.Fatalf("CounterGet after a lost answer: %d %v", sum, err)
+	}
+	// The re-sends use fresh request ids.
+	gets := fb.messages(proto.TypeCacheGet)
+	if *gets[0].(*proto.CacheGet).RequestID == *gets[1].(*proto.CacheGet).RequestID {
+		t.Fatal("re-sent Get reused its request id")
+	}
+	// Put succeeds once the connection behaves.
+	if err := c.Put(ctx, "c", "k", []byte("v"), 0); err != nil {
+		t.Fatal(err)
+	}
+	put := fb.messages(proto.TypeCachePut)[1].(*proto.CachePut)
+	if put.TTLMs != nil {
+		t.Fatalf("ttl 0 must travel as null, got %d", *put.TTLMs)
+	}
+}
+
+// Every attempt lost: a safe request gives up after WithMaxAttempts.
+func TestSafeRetryBounded(t *testing.T) {
+	fb := startFake(t, func(x *exchange, m proto.Message) { x.drop() })
+	c := fb.dial(WithMaxAttempts(3))
+	_, _, err := c.Get(testCtx(t), "c", "k")
+	mustErrIs(t, err, ErrIndeterminate)
+	if n := fb.count(proto.TypeCacheGet); n != 3 {
+		t.Fatalf("Get sent %d times, want 3", n)
+	}
+}
+
+func TestPublishLostAnswer(t *testing.T) {
+	answer := func(x *exchange, m proto.Message) {
+		b := m.(*proto.JSONPublishBatch)
+		first, last := uint64(10), uint64(10+len(b.Payloads)-1)
+		x.reply(&proto.PublishOK{RequestID: *b.RequestID, FirstOffset: &first, LastOffset: &last, Duplicate: true})
+	}
+	ctx := testCtx(t)
+
+	// Not idempotent: reported, never re-sent.
+	fb := startFake(t, dropFirst(answer))
+	c := fb.dial()
+	p, _ := c.NewPublisher("s", PublisherOptions{Offsets: true})
+	_, err := p.PublishSync(ctx, []byte("a"))
+	mustErrIs(t, err, ErrIndeterminate)
+	if n := fb.count(proto.TypePublishBatch); n != 1 {
+		t.Fatalf("plain publish sent %d times, want 1", n)
+	}
+	p.Close(ctx)
+
+	// Idempotent: re-sent with the same request id and producer id.
+	fb2 := startFake(t, dropFirst(answer))
+	c2 := fb2.dial()
+	ip, _ := c2.NewPublisher("s", PublisherOptions{Offsets: true, Idempotent: true})
+	res, err := ip.PublishSync(ctx, []byte("a"))
+	if err != nil || !res.Duplicate || res.FirstOffset != 10 {
+		t.Fatalf("idempotent re-send: %+v %v", res, err)
+	}
+	sent := fb2.messages(proto.TypePublishBatch)
+	if len(sent) != 2 {
+		t.Fatalf("idempotent publish sent %d times, want 2", len(sent))
+	}
+	a, b := sent[0].(*proto.JSONPublishBatch), sent[1].(*proto.JSONPublishBatch)
+	if *a.RequestID != *b.RequestID || a.ProducerID != ip.ProducerID() || b.ProducerID != ip.ProducerID() || !a.Idempotent || !b.Idempotent {
+		t.Fatalf("re-send changed its dedupe key: %+v / %+v", a, b)
+	}
+	ip.Close(ctx)
+}
+
+func TestIdempotentNeedsFeature(t *testing.T) {
+	fb := startFake(t, func(x *exchange, m proto.Message) {})
+	fb.features = []string{proto.FeatureErrorCodes}
+	c := fb.dial()
+	p, _ := c.NewPublisher("s", PublisherOptions{Idempotent: true})
+	_, err := p.PublishSync(testCtx(t), []byte("a"))
+	mustErrIs(t, err, ErrUnsupported)
+	p.Close(testCtx(t))
+}
+
+// A legacy broker answers auth with plain ok: the SDK assumes ORIGINAL_V1_FLAGS, publishes
+// acked batches as JSON and refuses Earliest/Offset starts (spec §4).
+func TestLegacyBroker(t *testing.T) {
+	fb := startFake(t, func(x *exchange, m proto.Message) {
+		if b, ok := m.(*proto.JSONPublishBatch); ok {
+			x.reply(&proto.PublishOK{RequestID: *b.RequestID})
+		}
+	})
+	fb.legacy = true
+	c := fb.dial()
+	ctx := testCtx(t)
+	if caps := c.Capabilities(); caps.Flags != proto.OriginalV1Flags || len(caps.Features) != 0 {
+		t.Fatalf("legacy capabilities %+v", caps)
+	}
+	p, _ := c.NewPublisher("s", PublisherOptions{})
+	if _, err := p.PublishSync(ctx, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	p.Close(ctx)
+	if fb.count(proto.TypePublishBatch) != 1 {
+		t.Fatal("acked publish to a legacy broker did not travel as JSON publish_batch")
+	}
+	_, err := c.Subscribe(ctx, "s", Earliest, SubscribeOptions{})
+	mustErrIs(t, err, ErrUnsupported)
+	_, _, err = c.Delete(ctx, "c", "k")
+	mustErrIs(t, err, ErrUnsupported)
+}
+
+func TestErrorCodesMapped(t *testing.T) {
+	fb := startFake(t, func(x *exchange, m proto.Message) {
+		switch m := m.(type) {
+		case *proto.CacheGet:
+			x.reply(&proto.Error{Message: "shed", Code: proto.CodeOverloaded, RequestID: m.RequestID})
+		case *proto.CachePut:
+			x.reply(&proto.Error{Message: "moved", Code: proto.CodeShardUnavailable, RequestID: m.RequestID})
+		case *proto.Subscribe:
+			x.reply(&proto.NotLeader{TenantID: m.TenantID, Namespace: m.Namespace, Stream: m.Stream, Shard: 2,
+				Owner: proto.Owner{NodeID: "b2", Address: "127.0.0.1:5001"}, Generation: 7})
+		}
+	})
+	c := fb.dial()
+	ctx := testCtx(t)
+	_, _, err := c.Get(ctx, "c", "k")
+	mustErrIs(t, err, ErrOverloaded, ErrRefused)
+	if fb.count(proto.TypeCacheGet) != 1 {
+		t.Fatal("a refused Get was re-sent")
+	}
+	mustErrIs(t, c.Put(ctx, "c", "k", nil, 0), ErrShardUnavailable)
+	_, err = c.Subscribe(ctx, "s", Latest, SubscribeOptions{Shards: []uint32{2}})
+	var nl *NotLeaderError
+	if !errors.As(err, &nl) || nl.Address != "127.0.0.1:5001" || nl.Owner != "b2" || nl.Generation != 7 || nl.Shard != 2 {
+		t.Fatalf("not_leader: %#v", err)
+	}
+	mustErrIs(t, err, ErrNotLeader)
+	if sub := fb.messages(proto.TypeSubscribe)[0].(*proto.Subscribe); sub.Shard == nil || *sub.Shard != 2 {
+		t.Fatalf("subscribe did not carry the shard: %+v", sub)
+	}
+}
+
+func TestGroupsRoundTrip(t *testing.T) {
+	fb := startFake(t, func(x *exchange, m proto.Message) {
+		switch m := m.(type) {
+		case *proto.GroupPoll:
+			x.reply(&proto.GroupRecords{RequestID: m.RequestID, Group: m.Group, Shard: m.Shard, Records: []proto.GroupRecord{
+				{Offset: 41, Payload: []byte("a"), Delivery: 1}, {Offset: 42, Payload: []byte("b"), Delivery: 3, Publisher: "p"}}})
+		case *proto.GroupAck:
+			x.reply(&proto.GroupOK{RequestID: m.RequestID})
+		case *proto.GroupNack:
+			x.reply(&proto.GroupOK{RequestID: m.RequestID})
+		case *proto.DeadLettersList:
+			next := uint64(43)
+			x.reply(&proto.DeadLetters{RequestID: m.RequestID, Group: m.Group, Shard: m.Shard,
+				Entries: []proto.DeadLetter{{Offset: 42, Deliveries: 5, DeadLetteredAtMs: 1767225600000}}, NextFrom: &next})
+		case *proto.DeadLettersRedrive:
+			n := uint64(len(m.Offsets))
+			x.reply(&proto.GroupOK{RequestID: m.RequestID, Count: &n})
+		}
+	})
+	c := fb.dial()
+	ctx := testCtx(t)
+	recs, err := c.Poll(ctx, "orders", 1, "billing", 100, 1500*time.Millisecond)
+	if err != nil || len(recs) != 2 || recs[1].Offset != 42 || recs[1].Delivery != 3 || recs[1].Publisher != "p" || recs[0].Shard != 1 || string(recs[0].Payload) != "a" {
+		t.Fatalf("poll: %+v %v", recs, err)
+	}
+	poll := fb.messages(proto.TypeGroupPoll)[0].(*proto.GroupPoll)
+	if poll.MaxRecords != 100 || poll.MaxWaitMs != 1500 || poll.Group != "billing" || poll.Stream != "orders" || poll.Shard != 1 {
+		t.Fatalf("poll request %+v", poll)
+	}
+	if err := c.Ack(ctx, "orders", 1, "billing", 41); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Nack(ctx, "orders", 1, "billing", 500*time.Millisecond, 42); err != nil {
+		t.Fatal(err)
+	}
+	if nack := fb.messages(proto.TypeGroupNack)[0].(*proto.GroupNack); nack.RedeliverAfterMs == nil || *nack.RedeliverAfterMs != 500 || nack.Offsets[0] != 42 {
+		t.Fatalf("nack request %+v", nack)
+	}
+	entries, next, more, err := c.DeadLetters(ctx, "orders", 1, "billing", 0, 10)
+	if err != nil || len(entries) != 1 || entries[0].Deliveries != 5 || !more || next != 43 || entries[0].DeadLetteredAt.UnixMilli() != 1767225600000 {
+		t.Fatalf("dead letters: %+v %d %v %v", entries, next, more, err)
+	}
+	if n, err := c.Redrive(ctx, "orders", 1, "billing", 42, 44); err != nil || n != 2 {
+		t.Fatalf("redrive: %d %v", n, err)
+	}
+	if _, err := c.Poll(ctx, "orders", 1, "billing", 0, 0); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("poll max 0: %v", err)
+	}
+}
+
+// Poll is not re-sent after a lost answer; Ack is.
+func TestGroupRetryRules(t *testing.T) {
+	fb := startFake(t, dropFirst(func(x *exchange, m proto.Message) {
+		switch m := m.(type) {
+		case *proto.GroupAck:
+			x.reply(&proto.GroupOK{RequestID: m.RequestID})
+		case *proto.GroupPoll:
+			x.reply(&proto.GroupRecords{RequestID: m.RequestID})
+		}
+	}))
+	c := fb.dial()
+	ctx := testCtx(t)
+	_, err := c.Poll(ctx, "s", 0, "g", 1, 0)
+	mustErrIs(t, err, ErrIndeterminate)
+	if err := c.Ack(ctx, "s", 0, "g", 1); err != nil {
+		t.Fatal(err)
+	}
+	if fb.count(proto.TypeGroupPoll) != 1 || fb.count(proto.TypeGroupAck) != 2 {
+		t.Fatalf("polls %d (want 1), acks %d (want 2)", fb.count(proto.TypeGroupPoll), fb.count(proto.TypeGroupAck))
+	}
+}
+
+func TestWatch(t *testing.T) {
+	fb := startFake(t, func(x *exchange, m proto.Message) {
+		w, ok := m.(*proto.CacheWatch)
+		if !ok {
+			return
+		}
+		// The event stream may arrive before cache_watching (spec §1.3): send it first.
+		es, err := x.conn.OpenUniStream()
+		if err != nil {
+			return
+		}
+		frames := proto.AppendMessage(nil, &proto.EventStreamHello{SubscriptionID: 9001})
+		frames = proto.AppendMessage(frames, &proto.CacheChange{WatchID: 9001, Key: "cfg/a", Op: proto.CacheChangePut, Value: []byte("1"), Offset: 77})
+		frames = proto.AppendMessage(frames, &proto.CacheChange{WatchID: 9001, Key: "cfg/a", Op: proto.CacheChangeDelete, Offset: 78})
+		_, _ = es.Write(frames)
+		x.reply(&proto.CacheWatching{RequestID: w.RequestID, WatchID: 9001})
+	})
+	c := fb.dial()
+	ctx := testCtx(t)
+	w, err := c.Watch(ctx, "primary", "cfg/", WatchOptions{Prefix: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := fb.messages(proto.TypeCacheWatch)[0].(*proto.CacheWatch)
+	if req.Prefix == nil || *req.Prefix != "cfg/" || req.Key != nil {
+		t.Fatalf("watch request %+v", req)
+	}
+	ch, err := w.Next(ctx)
+	if err != nil || ch.Key != "cfg/a" || ch.Op != ChangePut || string(ch.Value) != "1" || ch.Offset != 77 {
+		t.Fatalf("change: %+v %v", ch, err)
+	}
+	ch, err = w.Next(ctx)
+	if err != nil || ch.Op != ChangeDelete || ch.Value != nil || ch.Offset != 78 {
+		t.Fatalf("change: %+v %v", ch, err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for fb.count(proto.TypeCacheUnwatch) == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("cache_unwatch never arrived")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// An event stream ending under a live subscription: the SDK re-subscribes from the next
+// offset, and an offset jump in the frames is reported as a gap (skipped_before is not).
+func TestSubscriptionGapsAndResume(t *testing.T) {
+	var mu sync.Mutex
+	subs := 0
+	fb := startFake(t, func(x *exchange, m proto.Message) {
+		s, ok := m.(*proto.Subscribe)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		subs++
+		n := subs
+		mu.Unlock()
+		es, err := x.conn.OpenUniStream()
+		if err != nil {
+			return
+		}
+		id := uint64(n)
+		frames := proto.AppendMessage(nil, &proto.EventStreamHello{SubscriptionID: id})
+		x.reply(&proto.Subscribed{SubscriptionID: id})
+		if n == 1 {
+			// offsets 0,1 then a drop of 2..4, then 5; then 6 after one skipped offset.
+			frames = proto.AppendSharedEventBatch(frames, 0, true, [][]byte{[]byte("a"), []byte("b")})
+			frames = proto.AppendSharedEventBatch(frames, 5, true, [][]byte{[]byte("f")})
+			frames, _ = proto.AppendEventBatch(frames, &proto.EventBatch{Shared: true, WithOffsets: true, BaseOffset: 7, SkippedBefore: 1, Payloads: [][]byte{[]byte("h")}})
+			_, _ = es.Write(frames)
+			_ = es.Close() // the stream ends (as in a broker drain): the SDK re-subscribes
+			return
+		}
+		if s.Start == nil || s.Start.Kind != proto.StartOffset || s.Start.Offset != 8 {
+			x.fb.t.Errorf("re-subscribe start %+v, want offset 8", s.Start)
+		}
+		frames = proto.AppendSharedEventBatch(frames, 8, true, [][]byte{[]byte("i")})
+		_, _ = es.Write(frames)
+	})
+	c := fb.dial()
+	ctx := testCtx(t)
+	sub, err := c.Subscribe(ctx, "s", Earliest, SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	want := []struct {
+		off uint64
+		gap uint64
+		p   string
+	}{{0, 0, "a"}, {1, 0, "b"}, {5, 3, "f"}, {7, 0, "h"}, {8, 0, "i"}}
+	for _, w := range want {
+		r, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Offset != w.off || r.Gap != w.gap || string(r.Payload) != w.p {
+			t.Fatalf("got offset %d gap %d %q, want %+v", r.Offset, r.Gap, r.Payload, w)
+		}
+	}
+}
