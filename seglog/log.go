@@ -45,6 +45,9 @@ type Log struct {
 
 	inflightWrite *unit // the unit whose write is in flight
 	writeLen      int   // bytes of that write
+	writeParts    int   // its ops still in flight (large O_DIRECT writes are split)
+	writeGot      int   // bytes its completed ops wrote
+	writeErr      error // first error among its ops
 	syncInFlight  bool  // an fdatasync (on_commit or periodic) is in flight
 	syncTarget    uint64
 	syncDue       int64 // unix nanos when the next periodic fdatasync is due

@@ -211,3 +211,31 @@ func TestAppendAllocationsDoNotScaleWithRecords(t *testing.T) {
 	}
 	waitFor(t, d, func() bool { return d.Idle() })
 }
+
+// TestLargeWriteSplitIntoParts: a multi-MiB O_DIRECT write goes out as several
+// ops in flight together and completes as one write.
+func TestLargeWriteSplitIntoParts(t *testing.T) {
+	d := NewDisk(newRing(t), nil)
+	dir := t.TempDir()
+	l, err := d.Open(Options{Dir: dir, FsyncMode: FsyncOnCommit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := [][]byte{bytes.Repeat([]byte{1}, 1<<20), bytes.Repeat([]byte{2}, 1<<20), bytes.Repeat([]byte{3}, 1<<20+5)}
+	if r := appendWait(t, d, l, 1, big...); r.err != nil || r.last != 2 {
+		t.Fatalf("%+v", r)
+	}
+	if s := d.Stats(); s.Writes != 1 {
+		t.Fatalf("writes %d", s.Writes)
+	}
+	l.Close()
+	l, err = d.Open(Options{Dir: dir, VerifyAllOnOpen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	got := readAll(t, l, 0)
+	if len(got) != 3 || got[2].payload != string(big[2]) {
+		t.Fatalf("read %d records", len(got))
+	}
+}
