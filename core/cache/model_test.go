@@ -35,7 +35,7 @@ func (m *model) get(key string, now int64) (string, bool) {
 // steps) and checks every answer against the model, and the table's
 // invariants as it goes.
 func TestShardAgainstModel(t *testing.T) {
-	for seed := range uint64(20) {
+	for seed := range uint64(10) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runModel(t, seed, 2_000) })
 	}
 }
