@@ -156,7 +156,7 @@ func BenchmarkOpOverhead(b *testing.B) {
 
 // BenchmarkNop measures the ring machinery alone: batches of 8 NOPs. The
 // syscall backend does no syscall for a NOP; uring does one io_uring_enter
-// per batch (two under DEFER_TASKRUN: submit, then get events).
+// per batch (Wait submits and waits in the same call).
 func BenchmarkNop(b *testing.B) {
 	forEachBackendB(b, func(b *testing.B, r Ring) {
 		const batch = 8

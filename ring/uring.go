@@ -278,14 +278,12 @@ func (r *uringRing) Submit() error {
 	return r.submitAll()
 }
 
-// submitAll stores the SQ tail (after the SQE contents: the atomic store
-// orders them) and calls io_uring_enter until the kernel consumed them all.
+// submitAll publishes the SQ tail and calls io_uring_enter until the kernel
+// consumed every SQE.
 func (r *uringRing) submitAll() error {
-	atomic.StoreUint32(r.sqTail, r.localTail)
 	for {
-		pending := r.localTail - atomic.LoadUint32(r.sqHead)
+		pending := r.publish()
 		if pending == 0 {
-			r.userPrepared = 0
 			return nil
 		}
 		_, errno := r.enter(pending, 0, 0, nil)

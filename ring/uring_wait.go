@@ -11,57 +11,76 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Wait submits prepared ops, then reaps; see Ring.Wait. Blocking happens in
-// io_uring_enter(GETEVENTS) with min_complete; a timeout goes through
-// IORING_ENTER_EXT_ARG; a Wake completes the armed eventfd read.
+// Wait submits prepared ops, then reaps; see Ring.Wait. Submission and
+// blocking share one io_uring_enter(to_submit, min_complete, GETEVENTS) when
+// both are needed; a timeout goes through IORING_ENTER_EXT_ARG; a Wake
+// completes the armed eventfd read.
 func (r *uringRing) Wait(dst []Completion, min int, timeout time.Duration) (int, error) {
 	if r.closed {
 		return 0, ErrClosed
 	}
 	defer func() { r.woke = false }()
-	if r.localTail != atomic.LoadUint32(r.sqTail) {
-		if err := r.submitAll(); err != nil {
-			return 0, err
-		}
-	}
 	n := r.reap(dst)
-	if n == 0 && min <= 0 && len(dst) > 0 && r.taskWorkPending() {
-		if _, errno := r.enter(0, 0, enterGetEvents, nil); errno != 0 && errno != unix.EINTR {
-			return 0, fmt.Errorf("ring: io_uring_enter: %w", errno)
-		}
-		n = r.reap(dst)
-	}
 	var deadline time.Time
-	if timeout > 0 && n < min {
+	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 	}
-	for n < min && n < len(dst) && !r.woke {
-		if r.localTail != atomic.LoadUint32(r.sqTail) { // the wake read was re-armed
-			if err := r.submitAll(); err != nil {
-				return n, err
-			}
-		}
+	// Under deferred or cooperative task work, a non-blocking Wait that found
+	// nothing still asks the kernel once for completions.
+	poll := n == 0 && min <= 0 && len(dst) > 0 && r.taskWorkPending()
+	expired := false
+	for {
+		pending := r.publish()
+		wait := n < min && n < len(dst) && !r.woke && !expired
 		var arg *geteventsArg
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				break
+		if wait && !deadline.IsZero() {
+			if arg = r.timeoutArg(deadline); arg == nil {
+				wait = false
 			}
-			r.mem.ts = kernelTimespec{sec: int64(left / time.Second), nsec: int64(left % time.Second)}
-			r.mem.arg = geteventsArg{ts: uint64(uintptr(unsafe.Pointer(&r.mem.ts)))}
-			arg = &r.mem.arg
 		}
-		_, errno := r.enter(0, uint32(min-n), enterGetEvents, arg)
+		if !wait && !poll && pending == 0 {
+			return n, nil
+		}
+		var flags, want uint32
+		if wait {
+			flags, want = enterGetEvents, uint32(min-n)
+		} else if poll {
+			flags = enterGetEvents
+		}
+		poll = false
+		_, errno := r.enter(pending, want, flags, arg)
 		n += r.reap(dst[n:])
 		switch errno {
 		case 0, unix.EINTR:
 		case unix.ETIME:
-			return n, nil
+			expired = true
 		default:
 			return n, fmt.Errorf("ring: io_uring_enter wait: %w", errno)
 		}
 	}
-	return n, nil
+}
+
+// publish stores the SQ tail (release: the SQE contents are written before
+// it) and returns how many SQEs the kernel has not consumed yet.
+func (r *uringRing) publish() uint32 {
+	atomic.StoreUint32(r.sqTail, r.localTail)
+	pending := r.localTail - atomic.LoadUint32(r.sqHead)
+	if pending == 0 {
+		r.userPrepared = 0
+	}
+	return pending
+}
+
+// timeoutArg fills the EXT_ARG argument with the time left until deadline,
+// or returns nil when it has passed.
+func (r *uringRing) timeoutArg(deadline time.Time) *geteventsArg {
+	left := time.Until(deadline)
+	if left <= 0 {
+		return nil
+	}
+	r.mem.ts = kernelTimespec{sec: int64(left / time.Second), nsec: int64(left % time.Second)}
+	r.mem.arg = geteventsArg{ts: uint64(uintptr(unsafe.Pointer(&r.mem.ts)))}
+	return &r.mem.arg
 }
 
 // taskWorkPending reports whether completions may be waiting as task work
