@@ -41,6 +41,8 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"felix/seglog"
 )
 
 // FsyncMode is the durability of durable stream logs (spec/config.md §2,
@@ -105,6 +107,7 @@ type Config struct {
 	newDisk func(core int) (coreDisk, error)
 	clock   clock
 	manual  bool
+	fs      seglog.FS // file seam of the production disk; nil = seglog.OSFS
 }
 
 func (c *Config) normalize() error {

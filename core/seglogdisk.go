@@ -40,7 +40,10 @@ func newSeglogDisk(cfg *Config, _ int) (coreDisk, error) {
 	case FsyncNone:
 		mode = seglog.FsyncNone
 	}
-	fs := seglog.OSFS{}
+	var fs seglog.FS = seglog.OSFS{}
+	if cfg.fs != nil {
+		fs = cfg.fs
+	}
 	return &seglogDisk{
 		root: cfg.DataDir,
 		opts: seglog.Options{FsyncMode: mode, FsyncInterval: cfg.FsyncInterval},
