@@ -46,23 +46,47 @@ func shardFlag(cmd *cobra.Command, v *uint32) {
 
 func (a *app) groupPoll() *cobra.Command {
 	var (
-		shard uint32
-		max   int
-		wait  time.Duration
+		shard     uint32
+		max       int
+		wait      time.Duration
+		ack, nack bool
+		after     time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "poll STREAM GROUP",
-		Short: "Lease up to --max records and print them with offset and delivery count (no ack)",
-		Args:  nArgs(2, 2),
+		Use:   "poll STREAM GROUP [--ack | --nack [--after D]]",
+		Short: "Lease up to --max records and print them with offset and delivery count",
+		Long: `Lease up to --max records of the group and print "shard/offset delivery=N payload".
+A lease belongs to the connection that polled (docs/groups.md), so acknowledge in the same
+command: --ack acknowledges the printed records, --nack returns them for redelivery (after
+--after). Without either, the leases expire after the group's lease time.`,
+		Args: nArgs(2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if max < 1 || max > 65535 {
+			switch {
+			case max < 1 || max > 65535:
 				return usagef("--max must be 1..65535")
+			case ack && nack:
+				return usagef("--ack and --nack exclude each other")
+			case after < 0:
+				return usagef("--after must not be negative")
 			}
 			var recs []client.GroupRecord
 			err := a.withClientTimeout(cmd, a.timeout+wait, func(c *client.Client, ctx context.Context) error {
 				var err error
 				recs, err = c.Poll(ctx, args[0], shard, args[1], max, wait)
-				return err
+				if err != nil || len(recs) == 0 {
+					return err
+				}
+				offsets := make([]uint64, len(recs))
+				for i, r := range recs {
+					offsets[i] = r.Offset
+				}
+				switch {
+				case ack:
+					return c.Ack(ctx, args[0], shard, args[1], offsets...)
+				case nack:
+					return c.Nack(ctx, args[0], shard, args[1], after, offsets...)
+				}
+				return nil
 			})
 			if err != nil {
 				return fmt.Errorf("group %s poll %s: %w", args[1], args[0], err)
@@ -81,6 +105,9 @@ func (a *app) groupPoll() *cobra.Command {
 	shardFlag(cmd, &shard)
 	cmd.Flags().IntVar(&max, "max", 10, "most records to lease (1..65535)")
 	cmd.Flags().DurationVar(&wait, "wait", time.Second, "how long to wait for the first record")
+	cmd.Flags().BoolVar(&ack, "ack", false, "acknowledge the leased records")
+	cmd.Flags().BoolVar(&nack, "nack", false, "return the leased records for redelivery")
+	cmd.Flags().DurationVar(&after, "after", 0, "with --nack: redeliver after this delay (0 = the group's default delay)")
 	return cmd
 }
 
@@ -88,8 +115,11 @@ func (a *app) groupAck() *cobra.Command {
 	var shard uint32
 	cmd := &cobra.Command{
 		Use:   "ack STREAM GROUP OFFSET...",
-		Short: "Acknowledge leased offsets (they are not delivered again)",
-		Args:  nArgs(3, -1),
+		Short: "Acknowledge offsets leased to this connection (see poll --ack)",
+		Long: `Acknowledge leased offsets. The broker ties a lease to the connection that polled,
+so offsets leased by another felix process are refused ("not leased to this consumer");
+use "felix group poll --ack" or "felix sub --group" to lease and acknowledge in one go.`,
+		Args: nArgs(3, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			offsets, err := parseOffsets(args[2:])
 			if err != nil {
@@ -116,8 +146,10 @@ func (a *app) groupNack() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "nack STREAM GROUP OFFSET...",
-		Short: "Return leased offsets for redelivery (after --after)",
-		Args:  nArgs(3, -1),
+		Short: "Return offsets leased to this connection for redelivery (see poll --nack)",
+		Long: `Return leased offsets for redelivery after --after. Like ack, only offsets leased by
+the same connection are accepted; use "felix group poll --nack" from the CLI.`,
+		Args: nArgs(3, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			offsets, err := parseOffsets(args[2:])
 			if err != nil {
@@ -137,7 +169,7 @@ func (a *app) groupNack() *cobra.Command {
 		},
 	}
 	shardFlag(cmd, &shard)
-	cmd.Flags().DurationVar(&after, "after", 0, "redeliver after this delay (0 = at once)")
+	cmd.Flags().DurationVar(&after, "after", 0, "redeliver after this delay (0 = the group's default delay)")
 	return cmd
 }
 
