@@ -1,0 +1,624 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"felix/client"
+	"felix/seglog"
+)
+
+// config is the run's size, read from the environment (docs/soak.md):
+//
+//	FELIX_E2E_FILES    corpus sample size (default 4000; 0 = every file)
+//	FELIX_E2E_KILLS    SIGKILLs per phase, at least (default 20)
+//	FELIX_E2E_TIMEOUT  whole-test budget (default 9m; keep below go test -timeout)
+//	FELIX_E2E_RSS_MIB  bound on any broker process's peak RSS (default 512)
+//	FELIX_E2E_REPORT   file to write the result tables to (markdown; default none)
+type config struct {
+	files    int
+	kills    int
+	timeout  time.Duration
+	rssBound int64
+	report   string
+}
+
+func loadConfig(t *testing.T) config {
+	t.Helper()
+	c := config{files: 4000, kills: 20, timeout: 9 * time.Minute, rssBound: 512 << 20, report: os.Getenv("FELIX_E2E_REPORT")}
+	intEnv := func(name string, dst *int) {
+		if v := os.Getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				t.Fatalf("%s=%q: want a number >= 0", name, v)
+			}
+			*dst = n
+		}
+	}
+	intEnv("FELIX_E2E_FILES", &c.files)
+	intEnv("FELIX_E2E_KILLS", &c.kills)
+	mib := int(c.rssBound >> 20)
+	intEnv("FELIX_E2E_RSS_MIB", &mib)
+	c.rssBound = int64(mib) << 20
+	if v := os.Getenv("FELIX_E2E_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("FELIX_E2E_TIMEOUT=%q: want a duration", v)
+		}
+		c.timeout = d
+	}
+	return c
+}
+
+const (
+	streamName = "corpus"
+	cacheName  = "files"
+	groupName  = "e2e"
+	shards     = 4
+	// maxPayload is this test's largest record: the broker's default frame limit
+	// (FELIX_MAX_FRAME_BYTES, 16 MiB) less room for the frame's own fields.
+	maxPayload = 16<<20 - 64<<10
+)
+
+// TestCrashCorpus is issue 11: the corpus through a 4-shard durable stream while the
+// broker is SIGKILLed and restarted, on both I/O backends, then the cache phase.
+func TestCrashCorpus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e crash corpus: builds the binaries and runs for minutes; skipped with -short (run `make e2e`)")
+	}
+	cfg := loadConfig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
+	defer cancel()
+	began := time.Now()
+	brokerBin, cliBin := buildBinaries(ctx, t, t.TempDir())
+	c := loadCorpus(t, corpusRoots(t), cfg.files, maxPayload)
+	t.Logf("corpus: %d files listed, %d used (%.1f MiB), %d above %d bytes skipped, %d unreadable",
+		c.scanned, len(c.files), float64(c.bytes)/(1<<20), c.skipped, maxPayload, c.unreadable)
+
+	var report strings.Builder
+	fmt.Fprintf(&report, "Run of %s: FELIX_E2E_FILES=%d FELIX_E2E_KILLS=%d; corpus %d files listed, %d used (%.1f MiB), "+
+		"%d skipped above %d bytes, %d unreadable.\n\n", time.Now().UTC().Format(time.RFC3339), cfg.files, cfg.kills,
+		c.scanned, len(c.files), float64(c.bytes)/(1<<20), c.skipped, maxPayload, c.unreadable)
+	// Each phase gets its share of what is left of the budget.
+	phases := []struct {
+		name string
+		run  func(ctx context.Context, t *testing.T) string
+	}{
+		{"stream-uring", func(ctx context.Context, t *testing.T) string {
+			return runStream(ctx, t, cfg, brokerBin, cliBin, c, "uring")
+		}},
+		{"stream-syscall", func(ctx context.Context, t *testing.T) string {
+			return runStream(ctx, t, cfg, brokerBin, cliBin, c, "syscall")
+		}},
+		{"cache", func(ctx context.Context, t *testing.T) string {
+			return runCache(ctx, t, cfg, brokerBin, cliBin, c)
+		}},
+	}
+	for i, ph := range phases {
+		left, _ := ctx.Deadline()
+		share := time.Until(left) / time.Duration(len(phases)-i)
+		t.Run(ph.name, func(t *testing.T) {
+			pctx, pcancel := context.WithTimeout(ctx, share)
+			defer pcancel()
+			table := ph.run(pctx, t)
+			t.Log("\n" + table)
+			fmt.Fprintf(&report, "### %s\n\n%s\n", ph.name, table)
+		})
+	}
+	fmt.Fprintf(&report, "Whole test: %s.\n", time.Since(began).Round(time.Second))
+	if cfg.report != "" {
+		if err := writeReport(cfg.report, report.String()); err != nil {
+			t.Errorf("report: %v", err)
+		}
+	}
+}
+
+// writeReport replaces the part of path between the results markers with body (or appends
+// both markers and body when they are missing).
+func writeReport(path, body string) error {
+	const begin, end = "<!-- results:begin -->", "<!-- results:end -->"
+	old, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	s := string(old)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		s = strings.TrimRight(s, "\n") + "\n\n" + begin + "\n" + end + "\n"
+		i, j = strings.Index(s, begin), strings.Index(s, end)
+	}
+	s = s[:i+len(begin)] + "\n" + body + s[j:]
+	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+// killer SIGKILLs the broker at random moments and restarts it on the same data dir, at
+// least want times and for as long as busy() is true. It returns the first restart error.
+// want == 0 is a baseline run: no kills at all, the killer only waits for busy() to end.
+func killer(ctx context.Context, b *broker, want int, busy func() bool) error {
+	if want == 0 {
+		return waitFor(ctx, func() bool { return !busy() })
+	}
+	for n := 0; n < want || busy(); n++ {
+		sleepCtx(ctx, time.Duration(100+rand.IntN(900))*time.Millisecond)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		b.kill()
+		sleepCtx(ctx, time.Duration(rand.IntN(100))*time.Millisecond)
+		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err := b.start(sctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// outcome of one file's publish.
+type outcome uint8
+
+const (
+	outNone          outcome = iota
+	outAcked                 // acknowledged: must be stored exactly once
+	outIndeterminate         // answer lost after the SDK's idempotent re-sends: at most once
+	outRefused               // every attempt refused: never stored
+)
+
+type pubResult struct {
+	outcome    outcome
+	lastOffset uint64
+	duplicate  bool
+}
+
+// publishAll publishes every corpus file through idempotent Publishers (one per worker),
+// per-batch acks, offsets requested. A refused batch (nothing applied) is published again
+// as new records, up to 5 times; an indeterminate one is only ever re-sent by the SDK's
+// idempotent producer with its original request id.
+func publishAll(ctx context.Context, cl *client.Client, c *corpus, workers int) ([]pubResult, error) {
+	results := make([]pubResult, len(c.files))
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for w := 0; w < workers; w++ {
+		pub, err := cl.NewPublisher(streamName, client.PublisherOptions{Idempotent: true, Offsets: true,
+			Linger: 2 * time.Millisecond, MaxBytes: 1 << 20, MaxInflightBytes: 16 << 20})
+		if err != nil {
+			return nil, err
+		}
+		type wait struct {
+			i int
+			p client.Pending
+		}
+		waits := make(chan wait, 4096)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			defer close(waits)
+			for i := range jobs {
+				for attempt := 0; ; attempt++ {
+					payload, err := readRecord(&c.files[i])
+					if err == nil {
+						var p client.Pending
+						p, err = pub.Publish(ctx, payload)
+						if err == nil {
+							waits <- wait{i, p}
+							break
+						}
+					}
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("publish %s: %w", c.files[i].path, err)
+					}
+					mu.Unlock()
+					return
+				}
+			}
+			pub.Flush(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			for wt := range waits {
+				res, err := wt.p.Wait(ctx)
+				r := &results[wt.i]
+				switch {
+				case err == nil:
+					r.outcome, r.lastOffset, r.duplicate = outAcked, res.LastOffset, res.Duplicate
+				case errors.Is(err, client.ErrRefused):
+					r.outcome = outRefused
+				default:
+					r.outcome = outIndeterminate
+				}
+			}
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			pub.Close(cctx)
+			cancel()
+		}()
+	}
+	for i := range c.files {
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	// Refused records were not applied: publish them again (new records, new ids).
+	for round := 0; round < 5 && ctx.Err() == nil; round++ {
+		var again []int
+		for i, r := range results {
+			if r.outcome == outRefused {
+				again = append(again, i)
+			}
+		}
+		if len(again) == 0 {
+			break
+		}
+		pub, err := cl.NewPublisher(streamName, client.PublisherOptions{Idempotent: true, Offsets: true})
+		if err != nil {
+			return results, err
+		}
+		for _, i := range again {
+			payload, err := readRecord(&c.files[i])
+			if err != nil {
+				return results, err
+			}
+			res, err := pub.PublishSync(ctx, payload)
+			switch {
+			case err == nil:
+				results[i] = pubResult{outcome: outAcked, lastOffset: res.LastOffset, duplicate: res.Duplicate}
+			case !errors.Is(err, client.ErrRefused):
+				results[i].outcome = outIndeterminate
+			}
+		}
+		pub.Close(ctx)
+	}
+	return results, firstErr
+}
+
+// endOffsets reads each shard's end offset from its log on disk (broker stopped).
+func endOffsets(dirs []string) ([]uint64, error) {
+	end := make([]uint64, len(dirs))
+	for i, d := range dirs {
+		res, err := seglog.Inspect(d, io.Discard, seglog.ToolOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("inspect %s: %w", d, err)
+		}
+		for _, s := range res.Segments {
+			end[i] = max(end[i], s.NextOffset)
+		}
+	}
+	return end, nil
+}
+
+// shardDirs lists the primary log directory of every shard of a stream or cache.
+func shardDirs(dataDir string, kind seglog.ShardKind, name string) []string {
+	dirs := make([]string, shards)
+	for s := range dirs {
+		dirs[s] = seglog.ShardDir(dataDir, seglog.ShardKey{Kind: kind, Tenant: tenant, Namespace: namespace, Name: name, Shard: uint32(s)})
+	}
+	return dirs
+}
+
+// verifyLogs runs `felix log verify` on every dir (and its companion logs present on
+// disk) and returns "ok" lines or failures.
+func verifyLogs(ctx context.Context, cli string, dirs []string, companions ...seglog.Companion) (checked int, failures []string) {
+	var all []string
+	for _, d := range dirs {
+		all = append(all, d)
+		for _, c := range companions {
+			if cd := seglog.CompanionDir(d, c); dirExists(cd) {
+				all = append(all, cd)
+			}
+		}
+	}
+	for _, d := range all {
+		out, err := exec.CommandContext(ctx, cli, "log", "verify", d).CombinedOutput()
+		if err != nil {
+			failures = append(failures, fmt.Sprintf("%s: %v\n%s", d, err, out))
+		}
+	}
+	return len(all), failures
+}
+
+func dirExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// waitFor polls cond every 20 ms until it holds or ctx ends.
+func waitFor(ctx context.Context, cond func() bool) error {
+	for !cond() {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		sleepCtx(ctx, 20*time.Millisecond)
+	}
+	return nil
+}
+
+func dial(ctx context.Context, b *broker) (*client.Client, error) {
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return client.Dial(dctx, b.quicAddr, client.WithFingerprint(b.fp), client.WithToken(b.token),
+		client.WithMaxAttempts(200), client.WithReconnectBackoff(20*time.Millisecond, 300*time.Millisecond))
+}
+
+// runStream is one stream phase on one I/O backend; it returns the result table.
+func runStream(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin string, c *corpus, backend string) string {
+	dir := t.TempDir()
+	b := newBroker(t, brokerBin, dir, "FELIX_IO_BACKEND="+backend)
+	if err := b.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	adm, err := client.NewAdmin(b.httpAddr, client.AdminToken(b.token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateStream(ctx, client.StreamInfo{Name: streamName, Shards: shards, Durable: true, Delivery: "AtLeastOnce"}); err != nil {
+		t.Fatalf("create stream: %v", err)
+	}
+	ix := newIndex(c.files)
+
+	// Subscribers (one per shard, from earliest) and the group's two consumers.
+	consumeCtx, stopConsumers := context.WithCancel(ctx)
+	defer stopConsumers()
+	var cwg sync.WaitGroup
+	subs := make([]*shardSub, shards)
+	for s := range subs {
+		subs[s] = &shardSub{shard: uint32(s)}
+		cwg.Add(1)
+		go func() { defer cwg.Done(); subs[s].run(consumeCtx, ix, b.quicAddr, b.fp, b.token, streamName) }()
+	}
+	grp := newGroupState(shards)
+	for range 2 {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			grp.consume(consumeCtx, ix, b.quicAddr, b.fp, b.token, streamName, groupName, shards)
+		}()
+	}
+
+	cl, err := dial(ctx, b)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer cl.Close()
+
+	// Publish while the killer runs.
+	var pubDone sync.WaitGroup
+	var results []pubResult
+	var pubErr error
+	var publishing = true
+	var pmu sync.Mutex
+	pubStart := time.Now()
+	var pubTime time.Duration
+	pubDone.Add(1)
+	go func() {
+		defer pubDone.Done()
+		results, pubErr = publishAll(ctx, cl, c, 2)
+		pmu.Lock()
+		publishing, pubTime = false, time.Since(pubStart)
+		pmu.Unlock()
+	}()
+	killErr := killer(ctx, b, cfg.kills, func() bool { pmu.Lock(); defer pmu.Unlock(); return publishing })
+	pubDone.Wait()
+	if killErr != nil {
+		t.Fatalf("killer: %v", killErr)
+	}
+	if pubErr != nil {
+		t.Fatalf("publishers: %v", pubErr)
+	}
+	cl.Close()
+
+	// Clean stop, verify the logs offline, learn each shard's end.
+	if err := b.stop(ctx); err != nil {
+		t.Errorf("SIGTERM drain after the crashes: %v", err)
+	}
+	dirs := shardDirs(b.dataDir, seglog.ShardStream, streamName)
+	verified, verifyFailures := verifyLogs(ctx, cliBin, dirs, seglog.CompanionGroups, seglog.CompanionDeadLetters, "producers")
+	end, err := endOffsets(dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One more start: the consumers catch up to the end.
+	if err := b.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	catchUp := waitFor(ctx, func() bool {
+		for s, sub := range subs {
+			if sub.next.Load() < end[s] {
+				return false
+			}
+		}
+		return grp.covered(end)
+	})
+	stopConsumers()
+	cwg.Wait()
+	if catchUp != nil {
+		for s, sub := range subs {
+			t.Logf("shard %d: subscriber at %d of %d (last error %v)", s, sub.next.Load(), end[s], sub.lastErr)
+		}
+	}
+	if err := b.stop(ctx); err != nil {
+		t.Errorf("final SIGTERM drain: %v", err)
+	}
+
+	// Account.
+	st := accountStream(c, results, subs, grp, end)
+	starts, kills, peak := b.stats()
+	st.kills, st.starts, st.peak, st.pubTime = kills, starts, peak, pubTime
+	st.verified, st.verifyFailures = verified, verifyFailures
+	table := st.table(backend, cfg)
+	if catchUp != nil {
+		t.Errorf("consumers did not reach the end offsets %v: %v", end, catchUp)
+	}
+	for _, f := range st.failures(cfg) {
+		t.Error(f)
+	}
+	return table
+}
+
+// streamStats is the account of one stream phase.
+type streamStats struct {
+	acked, indeterminate, refused, dupAcks int
+	ackedBytes                             int64
+	stored, lost, duplicated, extra        int // extra: stored although never acked (indeterminate)
+	badAckOffsets                          int
+	foreign                                int
+	gaps, redelivered, skipped             int
+	perShard                               []string
+	groupMissing, groupRedelivered         int
+	groupDeliveries, groupForeign          int
+	groupRefusedAcks, groupMaxDelivery     int
+	kills, starts                          int
+	peak                                   int64
+	pubTime                                time.Duration
+	verified                               int
+	verifyFailures                         []string
+	totalRecords                           uint64
+}
+
+func accountStream(c *corpus, results []pubResult, subs []*shardSub, grp *groupState, end []uint64) *streamStats {
+	st := &streamStats{}
+	count := make([]int, len(c.files))
+	where := make([]map[uint64]int32, len(subs)) // per shard: offset → corpus index
+	for s, sub := range subs {
+		where[s] = map[uint64]int32{}
+		st.gaps += sub.gaps
+		st.redelivered += sub.dups
+		st.skipped += int(sub.skipped)
+		st.totalRecords += end[s]
+		inOrder := "yes"
+		if sub.gaps > 0 || sub.dups > 0 || uint64(len(sub.recs)) != end[s] {
+			inOrder = "NO"
+		}
+		st.perShard = append(st.perShard, fmt.Sprintf("| %d | %d | %d | %d | %d | %s | %d |", s, end[s], len(sub.recs), sub.gaps, sub.dups, inOrder, sub.resumes))
+		for off, i := range sub.recs {
+			switch {
+			case i >= 0:
+				count[i]++
+				where[s][uint64(off)] = i
+			case i == -1:
+				st.foreign++
+			}
+		}
+	}
+	for i, r := range results {
+		switch r.outcome {
+		case outAcked:
+			st.acked++
+			st.ackedBytes += c.files[i].size
+			if r.duplicate {
+				st.dupAcks++
+			}
+			switch count[i] {
+			case 0:
+				st.lost++
+			case 1:
+				st.stored++
+			default:
+				st.duplicated++
+			}
+			found := false
+			for s := range where {
+				if j, ok := where[s][r.lastOffset]; ok && j == int32(i) {
+					found = true
+				}
+			}
+			if !found {
+				st.badAckOffsets++
+			}
+		case outIndeterminate:
+			st.indeterminate++
+			if count[i] > 1 {
+				st.duplicated++
+			} else if count[i] == 1 {
+				st.extra++
+			}
+		default:
+			st.refused++
+			if count[i] > 0 {
+				st.duplicated++ // stored although refused
+			}
+		}
+	}
+	grp.mu.Lock()
+	defer grp.mu.Unlock()
+	for s := range end {
+		for off := uint64(0); off < end[s]; off++ {
+			n := grp.deliveries[s][off]
+			if n == 0 {
+				st.groupMissing++
+			} else {
+				st.groupRedelivered += int(n) - 1
+			}
+			st.groupDeliveries += int(n)
+		}
+	}
+	st.groupForeign, st.groupRefusedAcks, st.groupMaxDelivery = grp.foreign, grp.refused, int(grp.maxCount)
+	return st
+}
+
+func (st *streamStats) failures(cfg config) []string {
+	var f []string
+	add := func(cond bool, format string, args ...any) {
+		if cond {
+			f = append(f, fmt.Sprintf(format, args...))
+		}
+	}
+	add(st.lost > 0, "%d acknowledged files lost", st.lost)
+	add(st.duplicated > 0, "%d files stored more than once (or stored although refused)", st.duplicated)
+	add(st.badAckOffsets > 0, "%d acks name an offset that does not hold their file", st.badAckOffsets)
+	add(st.foreign > 0 || st.groupForeign > 0, "%d subscriber / %d group deliveries no publisher sent", st.foreign, st.groupForeign)
+	add(st.gaps > 0, "subscribers saw %d offsets missing (gaps)", st.gaps)
+	add(st.redelivered > 0, "subscribers saw %d offsets twice", st.redelivered)
+	add(st.groupMissing > 0, "the group never delivered %d records", st.groupMissing)
+	add(len(st.verifyFailures) > 0, "felix log verify failed:\n%s", strings.Join(st.verifyFailures, "\n"))
+	add(st.peak > cfg.rssBound, "broker peak RSS %.0f MiB above the bound %d MiB", float64(st.peak)/(1<<20), cfg.rssBound>>20)
+	add(st.kills < cfg.kills, "only %d kills, want %d", st.kills, cfg.kills)
+	return f
+}
+
+func (st *streamStats) table(backend string, cfg config) string {
+	var b strings.Builder
+	secs := st.pubTime.Seconds()
+	verdict := func(ok bool) string {
+		if ok {
+			return "ok"
+		}
+		return "FAIL"
+	}
+	fmt.Fprintf(&b, "FELIX_IO_BACKEND=%s, 4 durable shards, fsync on_commit, %d SIGKILLs (%d broker starts)\n\n", backend, st.kills, st.starts)
+	fmt.Fprintf(&b, "| check | result | verdict |\n| --- | --- | --- |\n")
+	fmt.Fprintf(&b, "| acknowledged files | %d (%.1f MiB); %d answered as idempotent duplicates | |\n", st.acked, float64(st.ackedBytes)/(1<<20), st.dupAcks)
+	fmt.Fprintf(&b, "| acknowledged files stored exactly once, SHA-256 and key equal | %d | %s |\n", st.stored, verdict(st.stored == st.acked))
+	fmt.Fprintf(&b, "| acknowledged files lost | %d | %s |\n", st.lost, verdict(st.lost == 0))
+	fmt.Fprintf(&b, "| files stored twice (or stored although refused) | %d | %s |\n", st.duplicated, verdict(st.duplicated == 0))
+	fmt.Fprintf(&b, "| ack offsets holding their file | %d of %d | %s |\n", st.acked-st.badAckOffsets, st.acked, verdict(st.badAckOffsets == 0))
+	fmt.Fprintf(&b, "| indeterminate (answer lost after the SDK's idempotent re-sends) / of them stored | %d / %d | |\n", st.indeterminate, st.extra)
+	fmt.Fprintf(&b, "| refused (never applied) | %d | |\n", st.refused)
+	fmt.Fprintf(&b, "| records nobody published (subscribers / group) | %d / %d | %s |\n", st.foreign, st.groupForeign, verdict(st.foreign+st.groupForeign == 0))
+	fmt.Fprintf(&b, "| subscriber gaps / duplicates / skipped_before | %d / %d / %d | %s |\n", st.gaps, st.redelivered, st.skipped, verdict(st.gaps+st.redelivered == 0))
+	fmt.Fprintf(&b, "| group: records never delivered | %d of %d | %s |\n", st.groupMissing, st.totalRecords, verdict(st.groupMissing == 0))
+	fmt.Fprintf(&b, "| group: redeliveries (deliveries %d, max delivery count %d, acks refused %d) | %d | |\n", st.groupDeliveries, st.groupMaxDelivery, st.groupRefusedAcks, st.groupRedelivered)
+	fmt.Fprintf(&b, "| `felix log verify` (shards + companion logs) | %d dirs, %d failed | %s |\n", st.verified, len(st.verifyFailures), verdict(len(st.verifyFailures) == 0))
+	fmt.Fprintf(&b, "| broker peak RSS (max VmHWM over all processes) | %.0f MiB (bound %d MiB) | %s |\n", float64(st.peak)/(1<<20), cfg.rssBound>>20, verdict(st.peak <= cfg.rssBound))
+	fmt.Fprintf(&b, "| publish throughput with the kills | %.0f records/s, %.2f MB/s over %.1f s | |\n", float64(st.acked)/secs, float64(st.ackedBytes)/1e6/secs, secs)
+	fmt.Fprintf(&b, "\n| shard | end offset | subscriber saw | gaps | duplicates | in order | resumes |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, l := range st.perShard {
+		b.WriteString(l + "\n")
+	}
+	return b.String()
+}

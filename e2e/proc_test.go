@@ -1,0 +1,353 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildBinaries go-builds felix-broker and felix into dir and returns their paths.
+func buildBinaries(ctx context.Context, t *testing.T, dir string) (brokerBin, cliBin string) {
+	t.Helper()
+	root := repoRoot(t)
+	brokerBin, cliBin = filepath.Join(dir, "felix-broker"), filepath.Join(dir, "felix")
+	for bin, pkg := range map[string]string{brokerBin: "./cmd/felix-broker", cliBin: "./cmd/felix"} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	return brokerBin, cliBin
+}
+
+// repoRoot walks up from the working directory to go.mod.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// freePorts reserves a UDP port (QUIC) and a TCP port (HTTP) on 127.0.0.1. The broker is
+// restarted on the same ports so the SDK's reconnects find it again.
+func freePorts(t *testing.T) (quicAddr, httpAddr string) {
+	t.Helper()
+	u, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return u.LocalAddr().String(), l.Addr().String()
+}
+
+// writeCert makes a self-signed ECDSA certificate for 127.0.0.1 and returns the PEM file
+// paths and the SHA-256 fingerprint of its DER (the pin every client uses). A fixed
+// certificate keeps the pin valid across restarts; the broker's own default makes a new
+// one at every start.
+func writeCert(t *testing.T, dir string) (certFile, keyFile, fingerprint string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "felix-e2e"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(der)
+	return certFile, keyFile, hex.EncodeToString(sum[:])
+}
+
+// tailBuffer keeps the last max bytes of the broker logs for failure messages.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > b.max {
+		b.buf = append(b.buf[:0], b.buf[len(b.buf)-b.max:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
+// broker runs felix-broker processes one after another on one data dir and fixed ports.
+type broker struct {
+	t         *testing.T
+	bin       string
+	dataDir   string
+	quicAddr  string
+	httpAddr  string
+	env       []string
+	logs      *tailBuffer
+	token     string
+	fp        string
+	readyFile string
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	starts   int
+	kills    int
+	peakRSS  int64 // bytes, max VmHWM over every process
+	downTime time.Duration
+}
+
+// newBroker prepares (does not start) a broker on a fresh data dir under dir; extraEnv is
+// added to every process's environment (e.g. FELIX_IO_BACKEND=syscall).
+func newBroker(t *testing.T, bin, dir string, extraEnv ...string) *broker {
+	t.Helper()
+	cert, key, fp := writeCert(t, dir)
+	q, h := freePorts(t)
+	b := &broker{t: t, bin: bin, dataDir: filepath.Join(dir, "data"), quicAddr: q, httpAddr: h, fp: fp,
+		logs: &tailBuffer{max: 64 << 10}, readyFile: filepath.Join(dir, "ready.json")}
+	b.env = append(os.Environ(),
+		"FELIX_QUIC_BIND="+q, "FELIX_BROKER_METRICS_BIND="+h,
+		"FELIX_DURABLE_STORAGE_DIR="+b.dataDir, "FELIX_READY_FILE="+b.readyFile,
+		"FELIX_TLS_CERT="+cert, "FELIX_TLS_KEY="+key, "FELIX_LOG_LEVEL=warn", "FELIX_CORE_SHARDS=2")
+	b.env = append(b.env, extraEnv...)
+	t.Cleanup(func() {
+		b.kill()
+		if t.Failed() {
+			t.Logf("broker log tail:\n%s", b.logs.String())
+		}
+	})
+	return b
+}
+
+// start runs a new broker process and waits (bounded by ctx) for its ready file.
+func (b *broker) start(ctx context.Context) error {
+	os.Remove(b.readyFile)
+	cmd := exec.Command(b.bin)
+	cmd.Env = b.env
+	cmd.Stdout, cmd.Stderr = b.logs, b.logs
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	b.mu.Lock()
+	b.cmd, b.exited = cmd, exited
+	b.starts++
+	b.mu.Unlock()
+	go b.sampleRSS(cmd.Process.Pid, exited)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if data, err := os.ReadFile(b.readyFile); err == nil && len(data) > 0 {
+			var info struct {
+				PID int `json:"pid"`
+			}
+			if json.Unmarshal(data, &info) == nil && info.PID == cmd.Process.Pid {
+				break
+			}
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("broker exited before ready (start %d): %s", b.starts, cmd.ProcessState)
+		case <-ctx.Done():
+			return fmt.Errorf("broker not ready (start %d): %w", b.starts, ctx.Err())
+		case <-tick.C:
+		}
+	}
+	if b.token == "" {
+		tok, err := os.ReadFile(filepath.Join(b.dataDir, "admin.token"))
+		if err != nil {
+			return err
+		}
+		b.token = strings.TrimSpace(string(tok))
+	}
+	return nil
+}
+
+// kill SIGKILLs the running process (if any) and waits for it to be gone.
+func (b *broker) kill() {
+	b.signal(syscall.SIGKILL, true)
+}
+
+// stop sends SIGTERM and waits for the drain (bounded by ctx); it reports the exit error.
+func (b *broker) stop(ctx context.Context) error {
+	b.mu.Lock()
+	cmd, exited := b.cmd, b.exited
+	b.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		cmd.Process.Kill()
+		<-exited
+		return fmt.Errorf("broker did not drain: %w", ctx.Err())
+	}
+	b.mu.Lock()
+	b.cmd = nil
+	b.mu.Unlock()
+	if !cmd.ProcessState.Success() {
+		return fmt.Errorf("broker drain exit: %s", cmd.ProcessState)
+	}
+	return nil
+}
+
+func (b *broker) signal(sig syscall.Signal, count bool) {
+	b.mu.Lock()
+	cmd, exited := b.cmd, b.exited
+	b.cmd = nil
+	b.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	// One last VmHWM read before the process disappears.
+	b.noteRSS(cmd.Process.Pid)
+	cmd.Process.Signal(sig)
+	<-exited
+	if count {
+		b.mu.Lock()
+		b.kills++
+		b.mu.Unlock()
+	}
+}
+
+// sampleRSS reads VmHWM of pid every 25 ms until the process exits.
+func (b *broker) sampleRSS(pid int, exited chan struct{}) {
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		b.noteRSS(pid)
+		select {
+		case <-exited:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (b *broker) noteRSS(pid int) {
+	v, err := vmHWM(pid)
+	if err != nil {
+		return
+	}
+	b.mu.Lock()
+	b.peakRSS = max(b.peakRSS, v)
+	b.mu.Unlock()
+}
+
+// vmHWM returns the peak resident set size of pid in bytes (/proc/<pid>/status VmHWM).
+func vmHWM(pid int) (int64, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			fields := strings.Fields(rest)
+			if len(fields) != 2 || fields[1] != "kB" {
+				return 0, fmt.Errorf("VmHWM line %q", line)
+			}
+			kb, err := strconv.ParseInt(fields[0], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
+
+func (b *broker) stats() (starts, kills int, peak int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.starts, b.kills, b.peakRSS
+}
+
+// admin calls the broker's admin API with the bootstrap admin token; want is the expected
+// HTTP status.
+func (b *broker) admin(ctx context.Context, method, path string, body any, want int) error {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+b.httpAddr+path, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: HTTP %d %s", method, path, resp.StatusCode, out)
+	}
+	return nil
+}
