@@ -20,7 +20,7 @@ func (a *app) cacheCommand() *cobra.Command {
 		Short: "Cache values, counters and watches; create, list and delete caches",
 		RunE:  groupRunE,
 	}
-	cmd.AddCommand(a.cachePut(), a.cacheGet(), a.cacheDel(), a.cacheIncr(), a.cacheCounter(),
+	cmd.AddCommand(a.cachePut(), a.cacheGet(), a.cacheDel(), a.cacheIncr(), a.cacheCounter(), a.cacheWatch(),
 		a.cacheCreate(), a.cacheList(), a.cacheDelete())
 	return cmd
 }

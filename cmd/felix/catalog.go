@@ -3,34 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"felix/client"
 )
-
-// streamInfo is a stream as the admin API shows it (broker.Stream; spec/auth.md §1).
-type streamInfo struct {
-	TenantID    string         `json:"tenant_id"`
-	Namespace   string         `json:"namespace"`
-	Stream      string         `json:"stream"`
-	Kind        string         `json:"kind,omitempty"`
-	Shards      uint32         `json:"shards,omitempty"`
-	Retention   map[string]any `json:"retention,omitempty"`
-	Consistency string         `json:"consistency,omitempty"`
-	Delivery    string         `json:"delivery,omitempty"`
-	Durable     bool           `json:"durable"`
-	Routing     string         `json:"routing,omitempty"`
-}
-
-// cacheInfo is a cache as the admin API shows it (broker.Cache).
-type cacheInfo struct {
-	TenantID    string `json:"tenant_id"`
-	Namespace   string `json:"namespace"`
-	Cache       string `json:"cache"`
-	DisplayName string `json:"display_name,omitempty"`
-	Shards      uint32 `json:"shards,omitempty"`
-	Durable     *bool  `json:"durable,omitempty"`
-}
 
 func (a *app) streamCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "stream", Short: "Create, list, describe and delete streams (admin API)", RunE: groupRunE}
@@ -51,24 +30,19 @@ func (a *app) streamCreate() *cobra.Command {
 		Short: "Create a stream",
 		Args:  nArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			body := map[string]any{"stream": args[0], "shards": shards, "durable": !memory}
-			for k, v := range map[string]string{"kind": kind, "routing": routing, "delivery": delivery, "consistency": consistency} {
-				if v != "" {
-					body[k] = v
-				}
-			}
-			ret := map[string]int64{}
+			spec := client.StreamInfo{Name: args[0], Shards: shards, Durable: !memory, Kind: kind,
+				Routing: routing, Delivery: delivery, Consistency: consistency}
 			if maxAge > 0 {
-				ret["max_age_seconds"] = maxAge
+				spec.Retention.MaxAgeSeconds = &maxAge
 			}
 			if maxBytes > 0 {
-				ret["max_size_bytes"] = maxBytes
+				spec.Retention.MaxSizeBytes = &maxBytes
 			}
-			if len(ret) > 0 {
-				body["retention"] = ret
-			}
-			var got streamInfo
-			err := a.adminCall(cmd.Context(), "POST", nsPath(a.tenant, a.namespace, "streams"), body, &got)
+			var got client.StreamInfo
+			err := a.adminCall(cmd.Context(), func(ctx context.Context, ad *client.Admin) (err error) {
+				got, err = ad.CreateStream(ctx, spec)
+				return err
+			})
 			if err != nil {
 				return fmt.Errorf("create stream %s: %w", args[0], err)
 			}
@@ -80,7 +54,7 @@ func (a *app) streamCreate() *cobra.Command {
 			if !got.Durable {
 				storage = "in-memory"
 			}
-			fmt.Fprintf(a.stdout, "created stream %s/%s/%s (%d shards, %s)\n", got.TenantID, got.Namespace, got.Stream, got.Shards, storage)
+			fmt.Fprintf(a.stdout, "created stream %s/%s/%s (%d shards, %s)\n", got.Tenant, got.Namespace, got.Name, got.Shards, storage)
 			return nil
 		},
 	}
@@ -102,8 +76,12 @@ func (a *app) streamList() *cobra.Command {
 		Short: "List the streams of the namespace",
 		Args:  nArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var list []streamInfo
-			if err := a.adminCall(cmd.Context(), "GET", nsPath(a.tenant, a.namespace, "streams"), nil, &list); err != nil {
+			var list []client.StreamInfo
+			err := a.adminCall(cmd.Context(), func(ctx context.Context, ad *client.Admin) (err error) {
+				list, err = ad.ListStreams(ctx)
+				return err
+			})
+			if err != nil {
 				return fmt.Errorf("list streams: %w", err)
 			}
 			if a.jsonOut {
@@ -115,7 +93,7 @@ func (a *app) streamList() *cobra.Command {
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "STREAM\tSHARDS\tDURABLE\tKIND\tROUTING")
 			for _, s := range list {
-				fmt.Fprintf(tw, "%s\t%d\t%t\t%s\t%s\n", s.Stream, s.Shards, s.Durable, s.Kind, s.Routing)
+				fmt.Fprintf(tw, "%s\t%d\t%t\t%s\t%s\n", s.Name, s.Shards, s.Durable, s.Kind, s.Routing)
 			}
 			return tw.Flush()
 		},
@@ -128,8 +106,12 @@ func (a *app) streamDescribe() *cobra.Command {
 		Short: "Show one stream's settings",
 		Args:  nArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var s streamInfo
-			if err := a.adminCall(cmd.Context(), "GET", nsPath(a.tenant, a.namespace, "streams", args[0]), nil, &s); err != nil {
+			var s client.StreamInfo
+			err := a.adminCall(cmd.Context(), func(ctx context.Context, ad *client.Admin) (err error) {
+				s, err = ad.DescribeStream(ctx, args[0])
+				return err
+			})
+			if err != nil {
 				return fmt.Errorf("describe stream %s: %w", args[0], err)
 			}
 			if a.jsonOut {
@@ -137,7 +119,7 @@ func (a *app) streamDescribe() *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(tw, "stream:\t%s/%s/%s\n", s.TenantID, s.Namespace, s.Stream)
+			fmt.Fprintf(tw, "stream:\t%s/%s/%s\n", s.Tenant, s.Namespace, s.Name)
 			fmt.Fprintf(tw, "kind:\t%s\n", s.Kind)
 			fmt.Fprintf(tw, "shards:\t%d\n", s.Shards)
 			fmt.Fprintf(tw, "durable:\t%t\n", s.Durable)
@@ -150,21 +132,18 @@ func (a *app) streamDescribe() *cobra.Command {
 	}
 }
 
-func retentionText(r map[string]any) string {
-	if len(r) == 0 {
+func retentionText(r client.Retention) string {
+	var parts []string
+	if r.MaxAgeSeconds != nil && *r.MaxAgeSeconds > 0 {
+		parts = append(parts, fmt.Sprintf("max_age_seconds=%d", *r.MaxAgeSeconds))
+	}
+	if r.MaxSizeBytes != nil && *r.MaxSizeBytes > 0 {
+		parts = append(parts, fmt.Sprintf("max_size_bytes=%d", *r.MaxSizeBytes))
+	}
+	if len(parts) == 0 {
 		return "unlimited"
 	}
-	out := ""
-	if v, ok := r["max_age_seconds"]; ok {
-		out += fmt.Sprintf("max_age_seconds=%v ", v)
-	}
-	if v, ok := r["max_size_bytes"]; ok {
-		out += fmt.Sprintf("max_size_bytes=%v ", v)
-	}
-	if out == "" {
-		return "unlimited"
-	}
-	return out[:len(out)-1]
+	return strings.Join(parts, " ")
 }
 
 func (a *app) streamDelete() *cobra.Command {
@@ -173,7 +152,10 @@ func (a *app) streamDelete() *cobra.Command {
 		Short: "Delete a stream and its data",
 		Args:  nArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := a.adminCall(cmd.Context(), "DELETE", nsPath(a.tenant, a.namespace, "streams", args[0]), nil, nil); err != nil {
+			err := a.adminCall(cmd.Context(), func(ctx context.Context, ad *client.Admin) error {
+				return ad.DeleteStream(ctx, args[0])
+			})
+			if err != nil {
 				return fmt.Errorf("delete stream %s: %w", args[0], err)
 			}
 			a.done(map[string]any{"deleted": "stream", "stream": args[0]}, "deleted stream %s/%s/%s", a.tenant, a.namespace, args[0])
@@ -193,16 +175,19 @@ func (a *app) cacheCreate() *cobra.Command {
 		Args:  nArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			durable := !memory
-			body := cacheInfo{Cache: args[0], Shards: shards, Durable: &durable}
-			var got cacheInfo
-			if err := a.adminCall(cmd.Context(), "POST", nsPath(a.tenant, a.namespace, "caches"), body, &got); err != nil {
+			var got client.CacheInfo
+			err := a.adminCall(cmd.Context(), func(ctx context.Context, ad *client.Admin) (err error) {
+				got, err = ad.CreateCache(ctx, client.CacheInfo{Name: args[0], Shards: shards, Durable: &durable})
+				return err
+			})
+			if err != nil {
 				return fmt.Errorf("create cache %s: %w", args[0], err)
 			}
 			if a.jsonOut {
 				a.printJSON(got)
 				return nil
 			}
-			fmt.Fprintf(a.stdout, "created cache %s/%s/%s (%d shards)\n", got.TenantID, got.Namespace, got.Cache, got.Shards)
+			fmt.Fprintf(a.stdout, "created cache %s/%s/%s (%d shards)\n", got.Tenant, got.Namespace, got.Name, got.Shards)
 			return nil
 		},
 	}
@@ -217,8 +202,12 @@ func (a *app) cacheList() *cobra.Command {
 		Short: "List the caches of the namespace (admin API)",
 		Args:  nArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var list []cacheInfo
-			if err := a.adminCall(cmd.Context(), "GET", nsPath(a.tenant, a.namespace, "caches"), nil, &list); err != nil {
+			var list []client.CacheInfo
+			err := a.adminCall(cmd.Context(), func(ctx context.Context, ad *client.Admin) (err error) {
+				list, err = ad.ListCaches(ctx)
+				return err
+			})
+			if err != nil {
 				return fmt.Errorf("list caches: %w", err)
 			}
 			if a.jsonOut {
@@ -230,7 +219,7 @@ func (a *app) cacheList() *cobra.Command {
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "CACHE\tSHARDS\tDURABLE")
 			for _, c := range list {
-				fmt.Fprintf(tw, "%s\t%d\t%t\n", c.Cache, c.Shards, c.Durable == nil || *c.Durable)
+				fmt.Fprintf(tw, "%s\t%d\t%t\n", c.Name, c.Shards, c.Durable == nil || *c.Durable)
 			}
 			return tw.Flush()
 		},
@@ -243,7 +232,10 @@ func (a *app) cacheDelete() *cobra.Command {
 		Short: "Delete a cache and its data (admin API)",
 		Args:  nArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := a.adminCall(cmd.Context(), "DELETE", nsPath(a.tenant, a.namespace, "caches", args[0]), nil, nil); err != nil {
+			err := a.adminCall(cmd.Context(), func(ctx context.Context, ad *client.Admin) error {
+				return ad.DeleteCache(ctx, args[0])
+			})
+			if err != nil {
 				return fmt.Errorf("delete cache %s: %w", args[0], err)
 			}
 			a.done(map[string]any{"deleted": "cache", "cache": args[0]}, "deleted cache %s/%s/%s", a.tenant, a.namespace, args[0])
@@ -252,15 +244,21 @@ func (a *app) cacheDelete() *cobra.Command {
 	}
 }
 
-// adminCall runs one admin API request bounded by --timeout.
-func (a *app) adminCall(parent context.Context, method, path string, body, out any) error {
-	c, err := a.admin()
+// adminCall runs fn with a client.Admin for --admin (the broker's admin HTTP API,
+// docs/operations.md) in --tenant/--namespace with the resolved token, bounded by
+// --timeout; the error carries the CLI's failure kind (classify).
+func (a *app) adminCall(parent context.Context, fn func(ctx context.Context, ad *client.Admin) error) error {
+	token, err := a.resolveToken()
 	if err != nil {
 		return err
 	}
+	ad, err := client.NewAdmin(a.adminURL, client.AdminToken(token), client.AdminTenant(a.tenant), client.AdminNamespace(a.namespace))
+	if err != nil {
+		return classify(err)
+	}
 	ctx, cancel := a.requestContext(parent)
 	defer cancel()
-	return c.do(ctx, method, path, body, out)
+	return classify(fn(ctx, ad))
 }
 
 // done prints a command's result: v under --json, else the formatted line.

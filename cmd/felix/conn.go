@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 
 	"felix/client"
 )
@@ -49,9 +50,12 @@ func classify(err error) error {
 	if err == nil {
 		return nil
 	}
-	var ne net.Error
+	var (
+		ne net.Error
+		ae *client.AdminError
+	)
 	switch {
-	case errors.Is(err, client.ErrInvalidArgument):
+	case errors.Is(err, client.ErrInvalidArgument), errors.As(err, &ae) && ae.Status == http.StatusBadRequest:
 		return withKind(ErrUsage, err)
 	case errors.Is(err, client.ErrNotFound), errors.Is(err, client.ErrCursor):
 		return withKind(ErrNotFound, err)

@@ -147,6 +147,8 @@ func TestScripts(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"waitfile": cmdWaitFile,
 			"exitcode": cmdExitCode,
+			"startbg":  cmdStartBg,
+			"waitbg":   cmdWaitBg,
 		},
 	})
 }
@@ -192,5 +194,65 @@ func cmdExitCode(ts *testscript.TestScript, neg bool, args []string) {
 	if got != want {
 		ts.Logf("stdout:\n%s\nstderr:\n%s", ts.ReadFile("stdout"), ts.ReadFile("stderr"))
 		ts.Fatalf("%s exited with %d, want %d", strings.Join(args[1:], " "), got, want)
+	}
+}
+
+// bgProcs are the processes started by startbg, by script and name.
+var bgProcs sync.Map // map[*testscript.TestScript]map[string]*bgProc
+
+type bgProc struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// cmdStartBg is "startbg NAME FILE felix ARGS...": start felix in the background with
+// stdout and stderr appended to FILE (which waitfile can watch while it runs, unlike
+// testscript's own background exec), in the script's directory and FELIX_* environment.
+// The process is killed when the script ends; waitbg waits for it.
+func cmdStartBg(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 3 || args[2] != "felix" {
+		ts.Fatalf("usage: startbg NAME FILE felix [ARGS...]")
+	}
+	out, err := os.Create(ts.MkAbs(args[1]))
+	ts.Check(err)
+	cmd := exec.Command(filepath.Join(binDir, "felix"), args[3:]...)
+	cmd.Dir = ts.MkAbs(".")
+	cmd.Env = os.Environ()
+	for _, k := range []string{"FELIX_SERVER", "FELIX_ADMIN_URL", "FELIX_TLS_FINGERPRINT"} {
+		cmd.Env = append(cmd.Env, k+"="+ts.Getenv(k))
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	ts.Check(cmd.Start())
+	p := &bgProc{cmd: cmd, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait(); out.Close() }()
+	m, _ := bgProcs.LoadOrStore(ts, &sync.Map{})
+	m.(*sync.Map).Store(args[0], p)
+	ts.Defer(func() {
+		cmd.Process.Kill()
+	})
+}
+
+// cmdWaitBg is "waitbg NAME": wait (at most 30 s) for a startbg process; it must exit 0.
+func cmdWaitBg(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitbg NAME")
+	}
+	m, ok := bgProcs.Load(ts)
+	var v any
+	if ok {
+		v, ok = m.(*sync.Map).Load(args[0])
+	}
+	if !ok {
+		ts.Fatalf("waitbg: no background process %q", args[0])
+	}
+	p := v.(*bgProc)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			ts.Fatalf("background %s: %v", args[0], err)
+		}
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		ts.Fatalf("background %s still running after 30 s", args[0])
 	}
 }

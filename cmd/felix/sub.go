@@ -152,8 +152,11 @@ func (a *app) streamShards(ctx context.Context, stream string, given []uint) ([]
 		}
 		return out, nil
 	}
-	var info streamInfo
-	err := a.adminCall(ctx, "GET", nsPath(a.tenant, a.namespace, "streams", stream), nil, &info)
+	var info client.StreamInfo
+	err := a.adminCall(ctx, func(ctx context.Context, ad *client.Admin) (err error) {
+		info, err = ad.DescribeStream(ctx, stream)
+		return err
+	})
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil, fmt.Errorf("stream %s: %w", stream, err)

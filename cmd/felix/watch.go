@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"felix/client"
+)
+
+// cacheWatch is `felix cache watch CACHE KEY [--prefix] [--count N]`: print every
+// committed change of KEY (or of every key starting with KEY) as it happens
+// (spec/client-protocol.md §8.4). A watch does not survive a lost connection: the command
+// then fails with exit 5, and the caller re-reads the keys it cares about.
+func (a *app) cacheWatch() *cobra.Command {
+	var (
+		prefix bool
+		count  int64
+		idle   time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "watch CACHE KEY [--prefix] [--count N]",
+		Short: "Print changes of a key (or of every key with a prefix) as they are committed",
+		Long: `Print one line per committed change: "put KEY VALUE", "delete KEY" or "expire KEY"
+(--json: {"key","op","value","offset"}). --count N exits after N changes; otherwise watch
+runs until interrupted (exit 0). A lost connection ends the watch with exit 5.`,
+		Args: nArgs(2, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if count < 0 {
+				return usagef("--count must not be negative")
+			}
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			c, err := a.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			wctx, cancel := context.WithTimeout(ctx, a.timeout)
+			w, err := c.Watch(wctx, args[0], args[1], client.WatchOptions{Prefix: prefix})
+			cancel()
+			if err != nil {
+				return fmt.Errorf("watch %s %s: %w", args[0], args[1], classify(err))
+			}
+			defer func() {
+				cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_ = w.Close(cctx)
+				cancel()
+			}()
+			if a.jsonOut {
+				a.printJSON(map[string]any{"watching": args[1], "cache": args[0], "prefix": prefix})
+			} else {
+				fmt.Fprintf(a.stderr, "watching %s in cache %s\n", args[1], args[0])
+			}
+			for n := int64(0); count == 0 || n < count; n++ {
+				nctx, cancel := nextCtx(ctx, idle)
+				ch, err := w.Next(nctx)
+				cancel()
+				switch {
+				case err != nil && ctx.Err() != nil:
+					return nil
+				case errors.Is(err, context.DeadlineExceeded):
+					return nil // --idle-exit
+				case err != nil:
+					return fmt.Errorf("watch %s %s: %w", args[0], args[1], classify(err))
+				}
+				if a.jsonOut {
+					out := map[string]any{"key": ch.Key, "op": string(ch.Op), "offset": ch.Offset}
+					if ch.Value != nil {
+						valueJSON(out, ch.Value)
+					}
+					a.printJSON(out)
+					continue
+				}
+				if ch.Op == client.ChangePut {
+					fmt.Fprintf(a.stdout, "put %s %s\n", ch.Key, strconv.Quote(string(ch.Value)))
+				} else {
+					fmt.Fprintf(a.stdout, "%s %s\n", ch.Op, ch.Key)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&prefix, "prefix", false, "watch every key starting with KEY")
+	cmd.Flags().Int64Var(&count, "count", 0, "exit after this many changes (0 = run until interrupted)")
+	cmd.Flags().DurationVar(&idle, "idle-exit", 0, "exit (0) after this long without a change (0 = never)")
+	return cmd
+}
