@@ -164,31 +164,9 @@ func (s *session) readLoop(fr *frameReader) {
 			s.fail(fmt.Errorf("felix: request stream ended: %w", err))
 			return
 		}
-		var r reply
-		var id uint64
-		var ok bool
-		switch hdr.Flags {
-		case proto.FlagBinaryPublishAck:
-			if err := proto.DecodePublishAck(body, &ack); err != nil {
-				s.fail(fmt.Errorf("%w: %v", ErrProtocol, err))
-				return
-			}
-			r = reply{binary: true, ack: ack}
-			if len(ack.Message) > 0 {
-				r.ackText = string(ack.Message)
-			}
-			r.ack.Message = nil
-			id, ok = ack.RequestID, true
-		case 0:
-			m, err := proto.DecodeMessage(body)
-			if err != nil {
-				s.fail(fmt.Errorf("%w: %v", ErrProtocol, err))
-				return
-			}
-			r.msg = m
-			id, ok = requestIDOf(m)
-		default:
-			s.fail(fmt.Errorf("%w: unexpected frame flags %#x on a request stream", ErrProtocol, hdr.Flags))
+		r, id, ok, err := decodeAnswer(hdr, body, &ack)
+		if err != nil {
+			s.fail(err)
 			return
 		}
 		if _, plain := r.msg.(*proto.OK); plain && !ok {
@@ -207,6 +185,32 @@ func (s *session) readLoop(fr *frameReader) {
 			c.deliver(r, nil)
 		}
 	}
+}
+
+// decodeAnswer decodes one frame of a request stream: a JSON answer or a binary publish
+// ack (spec §5.3). ok=false: the answer carries no request id. Errors wrap ErrProtocol.
+// ack is scratch space reused across frames.
+func decodeAnswer(hdr proto.Header, body []byte, ack *proto.PublishAck) (r reply, id uint64, ok bool, err error) {
+	switch hdr.Flags {
+	case proto.FlagBinaryPublishAck:
+		if err := proto.DecodePublishAck(body, ack); err != nil {
+			return reply{}, 0, false, fmt.Errorf("%w: %v", ErrProtocol, err)
+		}
+		r = reply{binary: true, ack: *ack}
+		if len(ack.Message) > 0 {
+			r.ackText = string(ack.Message)
+		}
+		r.ack.Message = nil
+		return r, ack.RequestID, true, nil
+	case 0:
+		m, err := proto.DecodeMessage(body)
+		if err != nil {
+			return reply{}, 0, false, fmt.Errorf("%w: %v", ErrProtocol, err)
+		}
+		id, ok := requestIDOf(m)
+		return reply{msg: m}, id, ok, nil
+	}
+	return reply{}, 0, false, fmt.Errorf("%w: unexpected frame flags %#x on a request stream", ErrProtocol, hdr.Flags)
 }
 
 // requestIDOf returns the request id an answer correlates with.
