@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -23,7 +25,45 @@ docs/storage-format.md). They only read. Stop the broker first or expect a movin
 		RunE: groupRunE,
 	}
 	cmd.AddCommand(a.logInspect(), a.logVerify(), a.logDump())
+	for _, sub := range cmd.Commands() {
+		f := sub.Flags()
+		f.String("data-dir", a.env("felix-data", "FELIX_DURABLE_STORAGE_DIR"), "with --stream: the broker's data dir")
+		f.String("stream", "", "find the log of this stream (in --tenant/--namespace) under --data-dir instead of DIR")
+		f.Uint32("shard", 0, "with --stream: the shard")
+	}
 	return cmd
+}
+
+// logDir returns the log directory: DIR, or with --stream the shard's directory under
+// --data-dir (seglog.ShardDir; the newest incarnation when the stream was re-created).
+func (a *app) logDir(cmd *cobra.Command, args []string) (string, error) {
+	stream, _ := cmd.Flags().GetString("stream")
+	switch {
+	case len(args) == 1 && stream != "":
+		return "", usagef("give DIR or --stream, not both")
+	case len(args) == 1:
+		return args[0], nil
+	case stream == "":
+		return "", usagef("usage: %s (or --stream NAME)", cmd.UseLine())
+	}
+	root, _ := cmd.Flags().GetString("data-dir")
+	shard, _ := cmd.Flags().GetUint32("shard")
+	base := seglog.ShardDir(root, seglog.ShardKey{Kind: seglog.ShardStream, Tenant: a.tenant, Namespace: a.namespace, Name: stream, Shard: shard})
+	best, bestInc := "", int64(-1)
+	if _, err := os.Stat(base); err == nil {
+		best, bestInc = base, 0
+	}
+	matches, _ := filepath.Glob(base + "~i*")
+	for _, m := range matches {
+		n, err := strconv.ParseInt(strings.TrimPrefix(m, base+"~i"), 10, 64)
+		if err == nil && n > bestInc {
+			best, bestInc = m, n
+		}
+	}
+	if best == "" {
+		return "", withKind(ErrNotFound, fmt.Errorf("no log for stream %s/%s/%s shard %d under %s", a.tenant, a.namespace, stream, shard, root))
+	}
+	return best, nil
 }
 
 // segmentJSON is SegmentInfo with its error as text.
@@ -45,13 +85,17 @@ func (a *app) logInspect() *cobra.Command {
 	return &cobra.Command{
 		Use:   "inspect DIR",
 		Short: "One line per segment: offsets, sizes, index state, damage",
-		Args:  nArgs(1, 1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		Args:  nArgs(0, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := a.logDir(cmd, args)
+			if err != nil {
+				return err
+			}
 			w := a.stdout
 			if a.jsonOut {
 				w = io.Discard
 			}
-			res, err := seglog.Inspect(args[0], w, seglog.ToolOptions{})
+			res, err := seglog.Inspect(dir, w, seglog.ToolOptions{})
 			if err != nil {
 				return err
 			}
@@ -74,13 +118,17 @@ func (a *app) logVerify() *cobra.Command {
 	return &cobra.Command{
 		Use:   "verify DIR",
 		Short: "Check every header and checksum; exit 7 when damage is found",
-		Args:  nArgs(1, 1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		Args:  nArgs(0, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := a.logDir(cmd, args)
+			if err != nil {
+				return err
+			}
 			w := a.stdout
 			if a.jsonOut {
 				w = io.Discard
 			}
-			res, err := seglog.Verify(args[0], w, seglog.ToolOptions{})
+			res, err := seglog.Verify(dir, w, seglog.ToolOptions{})
 			if err != nil && !errors.Is(err, seglog.ErrCorruption) {
 				return err
 			}
@@ -92,7 +140,7 @@ func (a *app) logVerify() *cobra.Command {
 				a.printJSON(map[string]any{"dir": res.Dir, "segments": res.Segments, "records": res.Records, "problems": problems})
 			}
 			if len(res.Problems) > 0 {
-				return withKind(ErrCorrupt, fmt.Errorf("%s: %d problems found", args[0], len(res.Problems)))
+				return withKind(ErrCorrupt, fmt.Errorf("%s: %d problems found", dir, len(res.Problems)))
 			}
 			return nil
 		},
@@ -108,15 +156,19 @@ func (a *app) logDump() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dump DIR",
 		Short: "Print records: offset, timestamp, kind, length, payload prefix",
-		Args:  nArgs(1, 1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		Args:  nArgs(0, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := a.logDir(cmd, args)
+			if err != nil {
+				return err
+			}
 			opts := seglog.ToolOptions{From: from, Limit: limit, PayloadBytes: payloadBytes}
 			if !a.jsonOut {
-				_, err := seglog.Dump(args[0], a.stdout, opts)
+				_, err := seglog.Dump(dir, a.stdout, opts)
 				return err
 			}
 			var buf bytes.Buffer
-			_, err := seglog.Dump(args[0], &buf, opts)
+			_, err = seglog.Dump(dir, &buf, opts)
 			sc := bufio.NewScanner(&buf)
 			sc.Buffer(make([]byte, 64<<10), 16<<20)
 			for sc.Scan() {
