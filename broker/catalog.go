@@ -115,13 +115,43 @@ func OpenCatalog(dataDir string, write WriteFileFunc) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: read catalog: %w", err)
 	}
-	if err := json.Unmarshal(data, &c.file); err != nil {
-		return nil, fmt.Errorf("broker: catalog %s: %w: %v", c.path, ErrInvalid, err)
-	}
-	if c.file.Version != catalogVersion {
-		return nil, fmt.Errorf("broker: catalog %s: %w: version %d", c.path, ErrInvalid, c.file.Version)
+	if c.file, err = decodeCatalog(data); err != nil {
+		return nil, fmt.Errorf("broker: catalog %s: %w", c.path, err)
 	}
 	return c, nil
+}
+
+// decodeCatalog parses catalog.json. Errors wrap ErrInvalid: bad JSON, another version, or a
+// name that ValidName refuses (a hand-edited file must not smuggle "a/b" past the API).
+func decodeCatalog(data []byte) (catalogFile, error) {
+	var f catalogFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return catalogFile{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if f.Version != catalogVersion {
+		return catalogFile{}, fmt.Errorf("%w: version %d", ErrInvalid, f.Version)
+	}
+	for _, t := range f.Tenants {
+		if err := checkNames(t.TenantID); err != nil {
+			return catalogFile{}, err
+		}
+	}
+	for _, n := range f.Namespaces {
+		if err := checkNames(n.TenantID, n.Namespace); err != nil {
+			return catalogFile{}, err
+		}
+	}
+	for i := range f.Streams {
+		if err := NormalizeStream(&f.Streams[i]); err != nil {
+			return catalogFile{}, err
+		}
+	}
+	for _, x := range f.Caches {
+		if err := checkNames(x.TenantID, x.Namespace, x.Cache); err != nil {
+			return catalogFile{}, err
+		}
+	}
+	return f, nil
 }
 
 // WriteFileAtomic writes data to path via path.tmp: write, fsync, rename, fsync the
