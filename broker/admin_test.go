@@ -27,7 +27,10 @@ func (f *fakeApplier) ApplyCreate(s Stream) error {
 	f.created = append(f.created, s.Stream)
 	return nil
 }
-func (f *fakeApplier) ApplyDelete(s Stream) error { f.deleted = append(f.deleted, s.Stream); return nil }
+func (f *fakeApplier) ApplyDelete(s Stream) error {
+	f.deleted = append(f.deleted, s.Stream)
+	return nil
+}
 func (f *fakeApplier) ApplyCreateCache(c Cache) error {
 	f.created = append(f.created, "cache:"+c.Cache)
 	return nil
