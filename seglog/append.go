@@ -2,6 +2,7 @@ package seglog
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"time"
@@ -66,6 +67,58 @@ func (l *Log) Append(payloads [][]byte, tsMicros int64, done func(first, last ui
 	l.stageRecords(s, payloads, tsMicros, total)
 	l.pushCallback(pendingAppend{first: l.next - uint64(len(payloads)), last: l.next - 1, done: done})
 	l.d.stats.records.Add(uint64(len(payloads)))
+	l.d.markPending(l)
+	return nil
+}
+
+// AppendRecord stages one record of any kind: a generation-start record
+// (format v4), a commit marker (v5) or a record with its publisher (v6); plain
+// data records too. r.Offset is ignored (the record gets NextOffset). When the
+// active segment's version is below r.MinVersion(), the log first rolls onto a
+// segment of that version: the one-way step of seeds/upgrades-and-compatibility.txt
+// "Storage format" (callers enable it only once the feature is finalized).
+// Non-data records take an offset that no reader delivers. done and errors as
+// Append; also ErrBadOptions for an invalid kind or a publisher over 255 bytes.
+func (l *Log) AppendRecord(r Record, done func(first, last uint64, err error)) error {
+	if l.closed {
+		return ErrClosed
+	}
+	if l.failed != nil {
+		return l.failed
+	}
+	if r.Kind > KindCommitMarker || len(r.Publisher) > 255 {
+		return fmt.Errorf("%w: record kind %d, publisher of %d bytes", ErrBadOptions, r.Kind, len(r.Publisher))
+	}
+	v := r.MinVersion()
+	total := r.EncodedLen(v)
+	if total-RecordHeaderLenV3 > MaxPayloadBytes {
+		return ErrRecordTooLarge
+	}
+	s := l.activeSeg()
+	if s.version < v || (s.next > s.base && s.size+int64(total) > l.opts.SegmentBytes) {
+		if err := l.rollTo(max(v, s.version)); err != nil {
+			return err
+		}
+		s = l.activeSeg()
+	}
+	u := l.stageUnit(s, total)
+	if s.wantsIndex(s.size, l.opts.IndexSpacingBytes) {
+		l.mu.Lock()
+		s.index = append(s.index, IndexEntry{Offset: l.next, Position: uint64(s.size)})
+		l.mu.Unlock()
+		s.lastIdx = s.size
+	}
+	r.Offset = l.next
+	AppendRecord(u.buf[u.n:u.n], s.version, &r)
+	u.n += total
+	s.size += int64(total)
+	l.next++
+	s.next, u.next = l.next, l.next
+	if r.TimestampMicros > s.maxTs {
+		s.maxTs = r.TimestampMicros
+	}
+	l.pushCallback(pendingAppend{first: r.Offset, last: r.Offset, done: done})
+	l.d.stats.records.Add(1)
 	l.d.markPending(l)
 	return nil
 }
@@ -145,7 +198,10 @@ func (l *Log) closeUnit(u *unit) {
 
 // roll seals the active segment (now, or once its last write completes) and
 // creates the next one at NextOffset (spec §5 rollover).
-func (l *Log) roll() error {
+func (l *Log) roll() error { return l.rollTo(max(WriteVersion, l.activeSeg().version)) }
+
+// rollTo is roll with the new segment's format version.
+func (l *Log) rollTo(version uint16) error {
 	old := l.activeSeg()
 	if n := len(l.units); n > 0 && l.units[n-1].seg == old {
 		l.units[n-1].sealAfter = true
@@ -158,7 +214,7 @@ func (l *Log) roll() error {
 		l.fail(err)
 		return err
 	}
-	if err := l.createSegment(old.id+1, l.next); err != nil {
+	if err := l.createSegment(old.id+1, l.next, version); err != nil {
 		l.fail(err)
 		return err
 	}

@@ -142,7 +142,7 @@ func (l *Log) openLog() error {
 		}
 	}
 	if len(l.segs) == 0 {
-		if err := l.createSegment(0, l.opts.BaseOffset); err != nil {
+		if err := l.createSegment(0, l.opts.BaseOffset, WriteVersion); err != nil {
 			return err
 		}
 	} else if err := l.openActive(); err != nil {
@@ -393,13 +393,13 @@ func (l *Log) loadTail(s *segment) error {
 
 // createSegment creates, writes and fsyncs a new segment file (header only),
 // reserves its blocks and makes it the active segment.
-func (l *Log) createSegment(id, base uint64) error {
+func (l *Log) createSegment(id, base uint64, version uint16) error {
 	path := l.segPath(id)
 	wf, direct, err := openWrite(l.fs, path, os.O_RDWR|os.O_CREATE|os.O_EXCL, l.direct)
 	if err != nil {
 		return storageErr("create", path, err)
 	}
-	s := &segment{id: id, base: base, next: base, version: WriteVersion, path: path, wf: wf, direct: direct,
+	s := &segment{id: id, base: base, next: base, version: version, path: path, wf: wf, direct: direct,
 		created: l.opts.Now().UnixMicro(), size: SegmentHeaderLen, lastIdx: -1}
 	fail := func(op string, err error) error {
 		wf.Close()

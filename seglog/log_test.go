@@ -239,3 +239,57 @@ func TestLargeWriteSplitIntoParts(t *testing.T) {
 		t.Fatalf("read %d records", len(got))
 	}
 }
+
+// TestNewerVersionRecords: a generation-start record rolls the log onto a v4
+// segment, a record with its publisher onto v6; readers skip non-data records.
+func TestNewerVersionRecords(t *testing.T) {
+	dir := t.TempDir()
+	d := NewDisk(newRing(t), nil)
+	l, err := d.Open(Options{Dir: dir, FsyncMode: FsyncOnCommit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendWait(t, d, l, 1, []byte("a"), []byte("b"))
+	var genOff uint64
+	ok := false
+	if err := l.AppendRecord(Record{Kind: KindGenerationStart, TimestampMicros: 2, Payload: []byte{0, 0, 0, 0, 0, 0, 0, 5, 0, 2, 'n', '1'}},
+		func(f, _ uint64, err error) { genOff, ok = f, err == nil }); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, d, func() bool { return ok })
+	appendWait(t, d, l, 3, []byte("c"))
+	ok = false
+	if err := l.AppendRecord(Record{Publisher: []byte("svc"), TimestampMicros: 4, Payload: []byte("d")}, func(_, _ uint64, err error) { ok = err == nil }); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, d, func() bool { return ok })
+	if err := l.AppendRecord(Record{Kind: 9}, nil); !errors.Is(err, ErrBadOptions) {
+		t.Fatalf("kind 9: %v", err)
+	}
+	l.Close()
+	if genOff != 2 {
+		t.Fatalf("generation start at %d", genOff)
+	}
+	res, err := Inspect(dir, &bytes.Buffer{}, ToolOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []uint16
+	for _, s := range res.Segments {
+		versions = append(versions, s.Version)
+	}
+	if fmt.Sprint(versions) != "[3 4 6]" {
+		t.Fatalf("segment versions %v", versions)
+	}
+	l, err = d.Open(Options{Dir: dir, VerifyAllOnOpen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got := fmt.Sprint(readAll(t, l, 0)); got != "[{0 1 a} {1 1 b} {3 3 c} {4 4 d}]" {
+		t.Fatal(got)
+	}
+	if v, err := Verify(dir, &bytes.Buffer{}, ToolOptions{}); err != nil || v.Records != 5 {
+		t.Fatalf("verify %+v %v", v, err)
+	}
+}

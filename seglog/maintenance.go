@@ -255,7 +255,7 @@ func (l *Log) Reset(base uint64) error {
 		return l.failWith(storageErr("remove", EpochsFileName, err))
 	}
 	l.epochs = nil
-	if err := l.createSegment(nextID, base); err != nil {
+	if err := l.createSegment(nextID, base, WriteVersion); err != nil {
 		return l.failWith(err)
 	}
 	l.next, l.written = base, base
