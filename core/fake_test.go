@@ -25,6 +25,7 @@ type fakeStore struct {
 	// fails completions instead.
 	appendErr   error
 	completeErr error
+	readErr     error // fails ReadCommitted
 }
 
 func newFakeStore() *fakeStore { return &fakeStore{logs: map[string]*fakeLog{}} }
@@ -211,6 +212,12 @@ func (l *fakeLog) trim(off uint64) {
 }
 
 func (l *fakeLog) ReadCommitted(from uint64, maxBytes int, fn func(uint64, int64, []byte) bool) error {
+	l.disk.store.mu.Lock()
+	readErr := l.disk.store.readErr
+	l.disk.store.mu.Unlock()
+	if readErr != nil {
+		return readErr
+	}
 	l.mu.Lock()
 	if from < l.base {
 		l.mu.Unlock()

@@ -233,7 +233,9 @@ func (s *streamShard) appended(first, last uint64, err error) {
 	s.metrics.commit.Update(float64(s.c.clock.MonoNanos()-e.stagedNanos) / 1e9)
 	count := int(last - first + 1)
 	if e.frame == nil && len(s.subs) > 0 {
-		e.frame = s.readFrame(first, count)
+		if e.frame = s.readFrame(first, count); e.frame == nil {
+			s.endSubscribers(s.failed) // cannot deliver the batch: no silent gap
+		}
 	}
 	s.fanout(first, count, e.frame)
 	res := PublishResult{Shard: s.index, FirstOffset: first, LastOffset: last, Committed: true}
@@ -271,6 +273,18 @@ func (s *streamShard) readFrame(first uint64, count int) []byte {
 	return b.finish()
 }
 
+// endSubscribers ends every live subscription of the shard with err.
+func (s *streamShard) endSubscribers(err error) {
+	for _, sub := range s.subs {
+		sub.end(err)
+	}
+	for _, sub := range s.blocking {
+		sub.end(err)
+	}
+	clear(s.subs)
+	s.subs = s.subs[:0]
+}
+
 // fail makes the shard refuse publishes from now on with err.
 func (s *streamShard) fail(err error) {
 	if s.failed != nil {
@@ -293,12 +307,7 @@ func (s *streamShard) close(err error) {
 	}
 	s.fail(err)
 	s.closed = true
-	for _, sub := range s.subs {
-		sub.end(err)
-	}
-	for _, sub := range s.blocking {
-		sub.end(err)
-	}
+	s.endSubscribers(err)
 	s.subs, s.blocking = nil, nil
 	s.c.timers.stop(&s.stall)
 	if s.records != nil {

@@ -309,3 +309,27 @@ func TestInMemoryReplayRing(t *testing.T) {
 		}
 	}
 }
+
+func TestUnreadableInFlightBatchEndsSubscribers(t *testing.T) {
+	store := newFakeStore()
+	h := newHarness(t, 1, store, nil)
+	h.create(StreamSpec{Name: testStream, Shards: 1, Durable: true})
+	h.hold(true)
+	a := h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("x", 2)}) // staged with no subscriber
+	h.step(1)
+	sub, err := h.e.Subscribe(SubscribeRequest{Stream: testStream, Start: StartOffset, Offset: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.mu.Lock()
+	store.readErr = errors.New("injected read error")
+	store.mu.Unlock()
+	h.hold(false)
+	h.step(1)
+	if a.err != nil || a.calls != 1 {
+		t.Fatalf("the publish itself committed: %+v", a)
+	}
+	if _, err := nextNow(t, sub); !errors.Is(err, ErrStorageFailed) {
+		t.Fatalf("subscriber of an unreadable batch: %v", err)
+	}
+}
