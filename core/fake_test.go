@@ -45,6 +45,14 @@ func (st *fakeStore) crash() {
 type fakeRecord struct {
 	ts      int64
 	payload []byte
+	hidden  bool // occupies its offset but is no data record
+}
+
+// hide turns the record at off into a non-data record (reads skip it).
+func (l *fakeLog) hide(off uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records[off-l.base].hidden = true
 }
 
 // fakeLog is one simulated log. Offsets [base, committed) are durable,
@@ -230,6 +238,9 @@ func (l *fakeLog) ReadCommitted(from uint64, maxBytes int, fn func(uint64, int64
 	l.mu.Unlock()
 	bytes := 0
 	for i, r := range recs {
+		if r.hidden {
+			continue
+		}
 		if i > 0 && bytes+len(r.payload) > maxBytes {
 			break
 		}

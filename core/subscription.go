@@ -65,6 +65,11 @@ type Delivery struct {
 	// Dropped is the number of records dropped for this subscription
 	// (DropNew) just below BaseOffset: the offset gap before this frame.
 	Dropped uint64
+	// Skipped is the number of offsets just below BaseOffset that hold no
+	// deliverable record (generation-start records): not a loss. The broker
+	// sends it as skipped_before (flag 0x0800) to clients that negotiated it
+	// (spec/client-protocol.md §8.5).
+	Skipped uint64
 	// History is true for frames read from the log or the replay ring
 	// rather than delivered live.
 	History bool
@@ -310,11 +315,20 @@ const historyRecordsMax = 4096
 
 // nextHistory reads one page of durable history [histNext, histEnd) into a
 // new frame (consumer goroutine; the log's committed reads are goroutine-safe).
+// Offsets holding no data record (a generation-start record) are reported as
+// Delivery.Skipped of the frame after them.
 func (q *Subscription) nextHistory() (Delivery, error) {
 	var b frameBuilder
-	base := q.histNext
-	b.reset(q.withOffsets, base, min(q.historyBytes, 1<<20)+64)
-	err := q.log.ReadCommitted(base, q.historyBytes, func(off uint64, _ int64, p []byte) bool {
+	from := q.histNext
+	base := from
+	err := q.log.ReadCommitted(from, q.historyBytes, func(off uint64, _ int64, p []byte) bool {
+		if b.count == 0 {
+			if off >= q.histEnd {
+				return false
+			}
+			base = off
+			b.reset(q.withOffsets, base, min(q.historyBytes, 1<<20)+64)
+		}
 		if off >= q.histEnd || off != base+uint64(b.count) || b.count >= historyRecordsMax {
 			return false
 		}
@@ -324,7 +338,7 @@ func (q *Subscription) nextHistory() (Delivery, error) {
 	if err != nil {
 		var trimmed *trimmedError
 		if errors.As(err, &trimmed) {
-			cerr := &CursorError{Reason: CursorTooOld, Requested: base, Available: trimmed.oldest}
+			cerr := &CursorError{Reason: CursorTooOld, Requested: from, Available: trimmed.oldest}
 			q.end(cerr)
 			return Delivery{}, cerr
 		}
@@ -333,10 +347,11 @@ func (q *Subscription) nextHistory() (Delivery, error) {
 		return Delivery{}, err
 	}
 	if b.count == 0 {
-		err := storageError("history read", fmt.Errorf("no record at %d below %d", base, q.histEnd))
+		err := storageError("history read", fmt.Errorf("no record at %d below %d", from, q.histEnd))
 		q.end(err)
 		return Delivery{}, err
 	}
-	q.histNext += uint64(b.count)
-	return Delivery{Frame: b.finish(), Shard: q.shard.index, BaseOffset: base, Count: b.count, History: true}, nil
+	q.histNext = base + uint64(b.count)
+	return Delivery{Frame: b.finish(), Shard: q.shard.index, BaseOffset: base, Count: b.count,
+		Skipped: base - from, History: true}, nil
 }

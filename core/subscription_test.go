@@ -333,3 +333,22 @@ func TestUnreadableInFlightBatchEndsSubscribers(t *testing.T) {
 		t.Fatalf("subscriber of an unreadable batch: %v", err)
 	}
 }
+
+func TestHistoryReportsOffsetsWithoutRecordsAsSkipped(t *testing.T) {
+	store := newFakeStore()
+	h := newHarness(t, 1, store, nil)
+	h.create(StreamSpec{Name: testStream, Shards: 1, Durable: true})
+	h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("a", 2)})
+	h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("b", 2)})
+	h.step(1)
+	// Offset 2 holds no data record (as a generation-start record would).
+	store.logs[fakeLogKey(logRecords, testStream, 0)].hide(2)
+	sub, err := h.e.Subscribe(SubscribeRequest{Stream: testStream, Start: StartEarliest, WithOffsets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := drain(t, sub)
+	if len(ds) != 2 || ds[0].BaseOffset != 0 || ds[0].Count != 2 || ds[1].BaseOffset != 3 || ds[1].Skipped != 1 || ds[1].Count != 1 {
+		t.Fatalf("deliveries %+v", ds)
+	}
+}
