@@ -289,6 +289,13 @@ func TestNewerVersionRecords(t *testing.T) {
 	if got := fmt.Sprint(readAll(t, l, 0)); got != "[{0 1 a} {1 1 b} {3 3 c} {4 4 d}]" {
 		t.Fatal(got)
 	}
+	var pubs []string
+	if err := l.ReadRecords(3, 1<<20, func(r *Record) bool { pubs = append(pubs, fmt.Sprintf("%d:%s", r.Offset, r.Publisher)); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(pubs) != "[3: 4:svc]" {
+		t.Fatalf("publishers %v", pubs)
+	}
 	if v, err := Verify(dir, &bytes.Buffer{}, ToolOptions{}); err != nil || v.Records != 5 {
 		t.Fatalf("verify %+v %v", v, err)
 	}

@@ -79,6 +79,12 @@ func (l *Log) view(off uint64) *segView {
 // cap, or fn returns false. Non-data records (generation start, commit
 // markers) take offsets but are not delivered.
 func (c *readCursor) read(from, limit uint64, maxBytes int, fn func(off uint64, ts int64, payload []byte) bool) error {
+	return c.readRecords(from, limit, maxBytes, func(r *Record) bool { return fn(r.Offset, r.TimestampMicros, r.Payload) })
+}
+
+// readRecords is read delivering whole data records (with a v6 publisher).
+func (c *readCursor) readRecords(from, limit uint64, maxBytes int, fn func(r *Record) bool) error {
+	var out Record // reused for every record: no per-record allocation
 	l := c.l
 	if oldest := l.earliest.Load(); from < oldest {
 		return &TrimmedError{Requested: from, Oldest: oldest}
@@ -113,10 +119,11 @@ func (c *readCursor) read(from, limit uint64, maxBytes int, fn func(off uint64, 
 			if h.kind != KindData {
 				return true
 			}
-			_, payload, _ := splitBody(rec[sc.hl:], h)
+			pub, payload, _ := splitBody(rec[sc.hl:], h)
 			delivered++
 			bytes += len(payload)
-			if !fn(h.offset, h.ts, payload) || bytes >= maxBytes || delivered >= l.opts.MaxRecordsPerRead {
+			out = Record{Offset: h.offset, TimestampMicros: h.ts, Kind: h.kind, Publisher: pub, Payload: payload}
+			if !fn(&out) || bytes >= maxBytes || delivered >= l.opts.MaxRecordsPerRead {
 				stop = true
 				return false
 			}
@@ -158,6 +165,16 @@ func (l *Log) Read(from uint64, maxBytes int, fn func(off uint64, ts int64, payl
 	return l.core.read(from, l.committed.Load(), maxBytes, fn)
 }
 
+// ReadRecords is Read delivering each data record whole: offset, timestamp,
+// publisher (v6 records; nil otherwise) and payload. The *Record and its
+// slices are valid only during the call.
+func (l *Log) ReadRecords(from uint64, maxBytes int, fn func(r *Record) bool) error {
+	if l.closed {
+		return ErrClosed
+	}
+	return l.core.readRecords(from, l.committed.Load(), maxBytes, fn)
+}
+
 // Reader reads a log from any goroutine, up to the log's CommittedOffset, with
 // descriptors of its own (docs/architecture.md "History readers"). Its methods
 // are goroutine-safe (serialized by a mutex). Close it when done.
@@ -175,6 +192,13 @@ func (r *Reader) Read(from uint64, maxBytes int, fn func(off uint64, ts int64, p
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.c.read(from, r.c.l.committed.Load(), maxBytes, fn)
+}
+
+// ReadRecords is Log.ReadRecords for other goroutines.
+func (r *Reader) ReadRecords(from uint64, maxBytes int, fn func(rec *Record) bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.c.readRecords(from, r.c.l.committed.Load(), maxBytes, fn)
 }
 
 // CommittedOffset is the log's committed offset (see Log.CommittedOffset).

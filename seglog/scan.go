@@ -75,6 +75,9 @@ type scanResult struct {
 // bytes alias the scanner buffer). fn returning false stops the scan cleanly.
 func (s *scanner) scanRecords(pos int64, off uint64, fn func(pos int64, h *recordHeader, rec []byte) bool) scanResult {
 	r := scanResult{end: pos, next: off}
+	var h recordHeader // outside the loop: &h escapes to fn, allocated once per scan
+	var st headerStatus
+	var why string
 	for pos < s.size {
 		hb, err := s.at(pos, s.hl)
 		if err != nil {
@@ -90,7 +93,7 @@ func (s *scanner) scanRecords(pos int64, off uint64, fn func(pos int64, h *recor
 			r.torn = true
 			return r
 		}
-		h, st, why := parseRecordHeader(hb, s.version)
+		h, st, why = parseRecordHeader(hb, s.version)
 		switch st {
 		case headerZero:
 			r.zeroEnd = true
