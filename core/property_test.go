@@ -37,7 +37,8 @@ func TestPropertyPublishersSubscribers(t *testing.T) {
 }
 
 func runProperty(t *testing.T, durable bool, rng *rand.Rand) {
-	cfg := Config{Cores: 2, NoPinning: true, InboxCapacity: 64, HeldPublishes: 16, BlockTimeout: time.Hour}
+	cfg := Config{Cores: 2, NoPinning: true, InboxCapacity: 64, HeldPublishes: 16, BlockTimeout: time.Hour,
+		MemoryReplayRecords: 1 << 20, HistoryFrameBytes: 2048}
 	if durable {
 		cfg.DataDir, cfg.Fsync = t.TempDir(), FsyncNone
 	}
@@ -52,21 +53,33 @@ func runProperty(t *testing.T, durable bool, rng *rand.Rand) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var subs []*observed
+	var subsMu sync.Mutex
 	var readers sync.WaitGroup
-	for shard := range shards {
-		for i := range subsPerShard {
-			o := &observed{policy: SlowPolicy(i % 2), shard: shard}
-			o.sub, err = e.Subscribe(SubscribeRequest{Stream: testStream, Shard: shard, Start: StartEarliest,
-				WithOffsets: i < 2, Policy: o.policy, QueueCapacity: 1 + rng.IntN(3)})
-			if err != nil {
-				t.Fatal(err)
+	subscribe := func(count int, seed uint64) {
+		r := rand.New(rand.NewPCG(seed, 3))
+		for shard := range shards {
+			for i := range count {
+				o := &observed{policy: SlowPolicy(i % 2), shard: shard}
+				var err error
+				o.sub, err = e.Subscribe(SubscribeRequest{Stream: testStream, Shard: shard, Start: StartEarliest,
+					WithOffsets: i < 2, Policy: o.policy, QueueCapacity: 1 + r.IntN(3)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				subsMu.Lock()
+				subs = append(subs, o)
+				subsMu.Unlock()
+				readers.Add(1)
+				go consume(t, ctx, o, r.Uint64(), &readers)
 			}
-			subs = append(subs, o)
-			readers.Add(1)
-			go consume(t, ctx, o, rng.Uint64(), &readers)
 		}
 	}
-	committed := publishRandom(t, e, publishers, rng)
+	subscribe(subsPerShard, rng.Uint64())
+	// Late subscribers join while publishes are in flight: their history
+	// (log or replay ring) must meet live delivery with no gap or duplicate.
+	lateSeed := rng.Uint64()
+	committed := publishRandom(t, e, publishers, rng, func() { subscribe(2, lateSeed) })
 	cancel()
 	readers.Wait()
 	dropped := uint64(0)
@@ -100,7 +113,8 @@ func consume(t *testing.T, ctx context.Context, o *observed, seed uint64, wg *sy
 
 // publishRandom runs the publishers and returns, per shard, the committed
 // payload at every offset.
-func publishRandom(t *testing.T, e *Engine, publishers int, rng *rand.Rand) [][]string {
+// midway runs once, on publisher 0's goroutine, halfway through.
+func publishRandom(t *testing.T, e *Engine, publishers int, rng *rand.Rand, midway func()) [][]string {
 	var mu sync.Mutex
 	committed := make([]map[uint64]string, 2)
 	for i := range committed {
@@ -114,6 +128,9 @@ func publishRandom(t *testing.T, e *Engine, publishers int, rng *rand.Rand) [][]
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(seed, 2))
 			for b := range 60 {
+				if p == 0 && b == 30 {
+					midway()
+				}
 				req := &PublishRequest{Stream: testStream, Payloads: payloads(fmt.Sprintf("p%d.%d", p, b), 1+r.IntN(64))}
 				res, err := publishSync(t, e, req)
 				if errors.Is(err, ErrOverloaded) {
