@@ -78,7 +78,7 @@ func (b *lockedBuffer) String() string {
 }
 
 type testBroker struct {
-	t       *testing.T
+	t       testing.TB
 	cmd     *exec.Cmd
 	info    readyInfo
 	dataDir string
@@ -89,7 +89,7 @@ type testBroker struct {
 
 // startBroker runs the broker on dataDir ("" = fresh) with extra FELIX_* settings. It
 // skips the test when the broker binary did not build.
-func startBroker(t *testing.T, dataDir string, env ...string) *testBroker {
+func startBroker(t testing.TB, dataDir string, env ...string) *testBroker {
 	t.Helper()
 	if brokerBuildErr != nil {
 		t.Skipf("the broker binary does not build yet, so the SDK cannot be tested against it: %v", brokerBuildErr)
@@ -196,7 +196,7 @@ func (b *testBroker) createCache(name string) {
 }
 
 // testCtx bounds one test step (generous: the machine is shared and -race is slow).
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx

@@ -109,6 +109,16 @@ type Publisher struct {
 	kick  chan struct{}
 	done  chan struct{}
 	sess  *session // sticky: one stream keeps the batches in order (sender goroutine only)
+
+	// Recycled batch buffers (payload arena, record ends, payload slices): a completed
+	// batch's buffers serve the next batch, so steady publishing allocates nothing.
+	spare []*batchBufs
+}
+
+type batchBufs struct {
+	arena    []byte
+	ends     []int
+	payloads [][]byte
 }
 
 // batch is one publish request: records, its request id (kept across idempotent re-sends)
@@ -120,6 +130,7 @@ type batch struct {
 	id       uint64
 	attempts int
 	timer    *time.Timer
+	writing  bool // the sender is encoding it (guarded by Publisher.mu): buffers not recyclable
 	done     chan struct{}
 	res      BatchResult
 	err      error
@@ -216,6 +227,11 @@ func (p *Publisher) Publish(ctx context.Context, payload []byte) (Pending, error
 	b := p.cur
 	if b == nil {
 		b = &batch{done: make(chan struct{})}
+		if n := len(p.spare); n > 0 {
+			bb := p.spare[n-1]
+			p.spare = p.spare[:n-1]
+			b.arena, b.ends, b.payloads = bb.arena, bb.ends, bb.payloads
+		}
 		p.cur = b
 		p.outstanding[b] = struct{}{}
 		if p.opts.Linger > 0 {
@@ -300,7 +316,11 @@ func (p *Publisher) sealLocked() {
 	if b.timer != nil {
 		b.timer.Stop()
 	}
-	b.payloads = make([][]byte, len(b.ends))
+	if cap(b.payloads) >= len(b.ends) {
+		b.payloads = b.payloads[:len(b.ends)]
+	} else {
+		b.payloads = make([][]byte, len(b.ends))
+	}
 	start := 0
 	for i, end := range b.ends {
 		b.payloads[i] = b.arena[start:end:end]
@@ -378,6 +398,13 @@ func (p *Publisher) completeLocked(b *batch, res BatchResult, err error) {
 	close(p.released)
 	p.released = make(chan struct{})
 	close(b.done)
+	// The outcome never refers to the payloads: keep the buffers for the next batch
+	// (a few, so a burst does not pin memory).
+	if !b.writing && len(p.spare) < 4 && cap(b.arena) <= 2*p.opts.MaxBytes+1<<16 {
+		clear(b.payloads)
+		p.spare = append(p.spare, &batchBufs{arena: b.arena[:0], ends: b.ends[:0], payloads: b.payloads[:0]})
+	}
+	b.arena, b.ends, b.payloads = nil, nil, nil
 }
 
 // sender writes sealed batches in order and re-sends idempotent batches whose answer was
@@ -441,8 +468,10 @@ func (p *Publisher) send(b *batch) {
 			p.complete(b, BatchResult{}, err)
 			return
 		}
+		p.setWriting(b, true)
 		if p.opts.Ack == AckNone {
 			err = s.send(b.id, nil, frame)
+			p.setWriting(b, false)
 			if errors.Is(err, errNotSent) && b.attempts < p.c.cfg.maxAttempts {
 				continue
 			}
@@ -451,6 +480,7 @@ func (p *Publisher) send(b *batch) {
 		}
 		c := &call{fn: func(r reply, err error) { p.answered(b, binary, r, err) }}
 		err = s.send(b.id, c, frame)
+		p.setWriting(b, false)
 		if errors.Is(err, errNotSent) && b.attempts < p.c.cfg.maxAttempts {
 			continue // nothing left the client: safe to send again
 		}
@@ -459,6 +489,12 @@ func (p *Publisher) send(b *batch) {
 		}
 		return
 	}
+}
+
+func (p *Publisher) setWriting(b *batch, on bool) {
+	p.mu.Lock()
+	b.writing = on
+	p.mu.Unlock()
 }
 
 // encoder chooses the batch's encoding from the negotiated capabilities.

@@ -1,0 +1,155 @@
+package client
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// Benchmarks against the real broker (fsync none, so the client and the wire dominate).
+// allocs/op counts the whole process side of the client per record: batching, encoding,
+// the stream writer and the ack reader.
+
+func benchBroker(b *testing.B) (*testBroker, *Client) {
+	br := startBroker(b, "", "FELIX_DURABLE_FSYNC_MODE=none")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := br.admin().CreateStream(ctx, StreamInfo{Name: "bench", Durable: true}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := br.admin().CreateCache(ctx, CacheInfo{Name: "kv"}); err != nil {
+		b.Fatal(err)
+	}
+	c, err := Dial(ctx, br.info.QUICAddr, WithFingerprint(br.info.Fingerprint), WithToken(br.token))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return br, c
+}
+
+func benchPublish(b *testing.B, opts PublisherOptions) {
+	_, c := benchBroker(b)
+	p, err := c.NewPublisher("bench", opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	payload := make([]byte, 100)
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := p.Publish(ctx, payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	p.Close(ctx)
+}
+
+// 100-byte records, binary acked batches (0x0009) of up to 1024 records.
+func BenchmarkPublishBinary(b *testing.B) { benchPublish(b, PublisherOptions{}) }
+
+// Same with JSON publish_batch and offsets in the acks.
+func BenchmarkPublishJSONOffsets(b *testing.B) { benchPublish(b, PublisherOptions{Offsets: true}) }
+
+// One record per request, waiting for each ack (latency-bound).
+func BenchmarkPublishSync(b *testing.B) {
+	_, c := benchBroker(b)
+	p, err := c.NewPublisher("bench", PublisherOptions{Linger: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	payload := make([]byte, 100)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := p.PublishSync(ctx, payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	p.Close(ctx)
+}
+
+// Subscribe delivery: records published in batches by another goroutine, read with Next.
+func BenchmarkSubscribeNext(b *testing.B) {
+	_, c := benchBroker(b)
+	ctx := context.Background()
+	sub, err := c.Subscribe(ctx, "bench", Latest, SubscribeOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Close()
+	p, err := c.NewPublisher("bench", PublisherOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := make([]byte, 100)
+	go func() {
+		for range b.N {
+			if _, err := p.Publish(ctx, payload); err != nil {
+				return
+			}
+		}
+		_ = p.Flush(ctx)
+	}()
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	// Records the broker dropped for this subscriber (drop_new) arrive as gaps; count them
+	// so a drop cannot hang the loop, and report them.
+	var got, gaps int
+	for got+gaps < b.N {
+		r, err := sub.Next(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got++
+		gaps += int(r.Gap)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(gaps)/float64(b.N), "dropped/op")
+	p.Close(ctx)
+}
+
+// Cache Get round trips from 16 goroutines over the pooled streams.
+func BenchmarkCacheGetParallel(b *testing.B) {
+	_, c := benchBroker(b)
+	ctx := context.Background()
+	if err := c.Put(ctx, "kv", "k", make([]byte, 256), 0); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, _, err := c.Get(ctx, "kv", "k"); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// One Get at a time (round-trip latency).
+func BenchmarkCacheGet(b *testing.B) {
+	_, c := benchBroker(b)
+	ctx := context.Background()
+	if err := c.Put(ctx, "kv", "k", make([]byte, 256), 0); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, _, err := c.Get(ctx, "kv", "k"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
