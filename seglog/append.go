@@ -237,6 +237,10 @@ func (l *Log) seal(s *segment) error {
 	}
 	s.wf.Close()
 	s.wf = nil
+	if s.rf != nil {
+		s.rf.Close()
+		s.rf = nil
+	}
 	s.sealed = true
 	if s.next > l.durable.Load() {
 		l.durable.Store(s.next)

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"sync/atomic"
 )
@@ -174,13 +175,7 @@ func listSegments(fsys FS, dir string) ([]uint64, error) {
 	return ids, nil
 }
 
-func sortU64(v []uint64) {
-	for i := 1; i < len(v); i++ {
-		for j := i; j > 0 && v[j] < v[j-1]; j-- {
-			v[j], v[j-1] = v[j-1], v[j]
-		}
-	}
-}
+func sortU64(v []uint64) { sort.Slice(v, func(i, j int) bool { return v[i] < v[j] }) }
 
 // openSegment validates one segment found at open. Every segment but the
 // newest must be whole; the newest may have a torn tail, and is dropped when
@@ -229,6 +224,11 @@ func (l *Log) openSegment(id uint64, newest bool) error {
 	if err != nil {
 		f.Close()
 		return err
+	}
+	if !newest { // sealed: readers use descriptors of their own
+		f.Close()
+		s.rf = nil
+		s.sealed = true
 	}
 	l.segs = append(l.segs, s)
 	return nil
@@ -385,7 +385,11 @@ func (l *Log) loadTail(s *segment) error {
 	if n == 0 {
 		return nil
 	}
-	if _, err := readFull(s.rf, l.tail[:n], start); err != nil {
+	f, err := l.core.file(s.id, s.path)
+	if err != nil {
+		return err
+	}
+	if _, err := readFull(f, l.tail[:n], start); err != nil {
 		return storageErr("read", s.path, err)
 	}
 	return nil

@@ -312,3 +312,48 @@ func TestReadStopsAtCommittedDespiteInFlightBytes(t *testing.T) {
 		t.Fatalf("got %d records", len(got))
 	}
 }
+
+// TestRetentionAfterReopen: segments found at open count as sealed.
+func TestRetentionAfterReopen(t *testing.T) {
+	dir := t.TempDir()
+	d := NewDisk(newRing(t), nil)
+	o := Options{Dir: dir, SegmentBytes: 4096, FsyncMode: FsyncOnCommit}
+	l := openTest(t, d, o)
+	fill(t, d, l, 100, 1)
+	l.Close()
+	o.RetentionBytes = 4096
+	l = openTest(t, d, o)
+	defer l.Close()
+	if n, err := l.EnforceRetention(time.Unix(0, 0)); err != nil || n == 0 || len(l.segs) != 1 {
+		t.Fatalf("removed %d, %d left: %v", n, len(l.segs), err)
+	}
+	// Truncating into the (now only, reopened) segment still works.
+	if err := l.TruncateSuffix(l.NextOffset() - 1); err != nil {
+		t.Fatal(err)
+	}
+	if r := appendWait(t, d, l, 1, []byte("x")); r.err != nil {
+		t.Fatal(r.err)
+	}
+}
+
+// TestTruncateIntoSealedSegmentAfterReopen reopens a sealed segment for appends.
+func TestTruncateIntoSealedSegmentAfterReopen(t *testing.T) {
+	dir := t.TempDir()
+	d := NewDisk(newRing(t), nil)
+	o := Options{Dir: dir, SegmentBytes: 4096, FsyncMode: FsyncOnCommit}
+	l := openTest(t, d, o)
+	fill(t, d, l, 100, 1)
+	l.Close()
+	l = openTest(t, d, o)
+	defer l.Close()
+	if err := l.TruncateSuffix(10); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, d, l, 5, 2)
+	if got := readAll(t, l, 0); len(got) != 15 {
+		t.Fatalf("%d records", len(got))
+	}
+	if _, err := Verify(dir, &bytes.Buffer{}, ToolOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
