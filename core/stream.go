@@ -88,8 +88,9 @@ func (s *StreamSpec) validate() error {
 // StreamInfo describes an open stream (Engine.StreamInfo, ListStreams).
 type StreamInfo struct {
 	Spec StreamSpec
-	// NextOffsets[i] is shard i's next offset (one past its last record) as
-	// last reported by its core; EarliestOffsets[i] its oldest retained one.
+	// NextOffsets[i] is shard i's next offset (one past its last record,
+	// appended or in flight), read on its core when StreamInfo ran;
+	// EarliestOffsets[i] is its oldest retained offset.
 	NextOffsets     []uint64
 	EarliestOffsets []uint64
 }
