@@ -474,3 +474,62 @@ func TestReconnectAndResume(t *testing.T) {
 		t.Fatalf("Get after restart: %v", err)
 	}
 }
+
+// A two-shard stream: publishes spread over the shards (the broker routes them), and one
+// Subscription over both shards delivers every record once, each with its shard and its
+// per-shard offset. Fire-and-forget publishes (AckNone) travel as binary 0x0001.
+func TestMultiShardAndAckNone(t *testing.T) {
+	b := startBroker(t, "")
+	ctx := testCtx(t)
+	if _, err := b.admin().CreateStream(ctx, StreamInfo{Name: "wide", Shards: 2, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	c := b.dial()
+	p, err := c.NewPublisher("wide", PublisherOptions{Linger: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := range n {
+		if _, err := p.PublishSync(ctx, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Close(ctx)
+	fire, err := c.NewPublisher("wide", PublisherOptions{Ack: AckNone, Linger: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := n; i < n+4; i++ {
+		res, err := fire.PublishSync(ctx, []byte{byte(i)})
+		if err != nil || res.HasOffsets {
+			t.Fatalf("ack none: %+v %v", res, err)
+		}
+	}
+	fire.Close(ctx)
+
+	sub, err := c.Subscribe(ctx, "wide", Earliest, SubscribeOptions{Shards: []uint32{0, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	seen := map[byte]bool{}
+	next := map[uint32]uint64{}
+	for len(seen) < n+4 {
+		r, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d records: %v", len(seen), err)
+		}
+		if seen[r.Payload[0]] {
+			t.Fatalf("record %d delivered twice", r.Payload[0])
+		}
+		seen[r.Payload[0]] = true
+		if r.Shard > 1 || !r.HasOffset || r.Offset != next[r.Shard] || r.Gap != 0 {
+			t.Fatalf("record %+v, want shard offset %d", r, next[r.Shard])
+		}
+		next[r.Shard]++
+	}
+	if next[0] == 0 || next[1] == 0 {
+		t.Fatalf("records did not spread over both shards: %v", next)
+	}
+}
