@@ -43,3 +43,16 @@ lint:
 
 clean:
 	rm -rf $(BIN) .bench
+
+## e2e: the crash corpus test at CI size (4000 sampled files, >= 20 SIGKILLs per phase; docs/soak.md)
+E2E_TIMEOUT ?= 10m
+e2e:
+	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -run 'TestCrashCorpus' -v ./e2e/
+
+## soak: the same for longer (full corpus, SOAK_KILLS kills per phase); writes its tables to docs/soak.md
+SOAK_KILLS   ?= 300
+SOAK_TIMEOUT ?= 150m
+soak:
+	FELIX_E2E_FILES=0 FELIX_E2E_KILLS=$(SOAK_KILLS) FELIX_E2E_TIMEOUT=$(SOAK_TIMEOUT) \
+	FELIX_E2E_REPORT=$(CURDIR)/docs/soak.md \
+	$(GO) test -count=1 -timeout 180m -run 'TestCrashCorpus' -v ./e2e/

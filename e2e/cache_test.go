@@ -74,6 +74,7 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 	began := time.Now()
 	var writeTime time.Duration
 	writing := true
+	var completed int64
 	for range 4 {
 		wg.Add(1)
 		go func() {
@@ -85,6 +86,7 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 				_, cerr := cl.CounterAdd(octx, cacheName, filepath.Dir(f.path), 1)
 				cancel()
 				mu.Lock()
+				completed++
 				puts[i] = classify(perr)
 				m := counters[filepath.Dir(f.path)]
 				switch classify(cerr) {
@@ -110,7 +112,7 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 		writing, writeTime = false, time.Since(began)
 		mu.Unlock()
 	}()
-	if err := killer(ctx, b, cfg.kills, func() bool { mu.Lock(); defer mu.Unlock(); return writing }); err != nil {
+	if err := killer(ctx, b, cfg.kills, func() (bool, int64) { mu.Lock(); defer mu.Unlock(); return writing, completed }); err != nil {
 		t.Fatalf("killer: %v", err)
 	}
 	if err := waitFor(ctx, func() bool { mu.Lock(); defer mu.Unlock(); return !writing }); err != nil {
@@ -216,7 +218,7 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 		return "FAIL"
 	}
 	var tb strings.Builder
-	fmt.Fprintf(&tb, "Durable cache, 4 shards, TTL %s, %d SIGKILLs (%d broker starts); Put and CounterAdd never re-sent\n\n", cacheTTL, kills, starts)
+	fmt.Fprintf(&tb, "Durable cache, 4 shards, TTL %s, %d SIGKILLs (%d broker starts, mean SIGKILL → ready %s); Put and CounterAdd never re-sent\n\n", cacheTTL, kills, starts, b.meanDown())
 	fmt.Fprintf(&tb, "| check | result | verdict |\n| --- | --- | --- |\n")
 	fmt.Fprintf(&tb, "| acknowledged puts present with their SHA-256 | %d of %d | %s |\n", ackedOK, acked, verdict(ackedOK == acked))
 	fmt.Fprintf(&tb, "| acknowledged puts lost | %d | %s |\n", lost, verdict(lost == 0))

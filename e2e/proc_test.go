@@ -328,6 +328,28 @@ func (b *broker) stats() (starts, kills int, peak int64) {
 	return b.starts, b.kills, b.peakRSS
 }
 
+// exitedCh returns the exit channel of the running process (closed when there is none).
+func (b *broker) exitedCh() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cmd == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return b.exited
+}
+
+// meanDown is the mean time from a SIGKILL to the next process being ready.
+func (b *broker) meanDown() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.kills == 0 {
+		return 0
+	}
+	return (b.downTime / time.Duration(b.kills)).Round(time.Millisecond)
+}
+
 // admin calls the broker's admin API with the bootstrap admin token; want is the expected
 // HTTP status.
 func (b *broker) admin(ctx context.Context, method, path string, body any, want int) error {
