@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrUnaccounted is wrapped by the *AccountingError of a run in which some message was
+// sent but neither delivered nor counted as dropped: such a run reports no figure.
+var ErrUnaccounted = errors.New("bench: unaccounted messages")
+
+// ErrTooSmall is returned for a run that moved no more than Settings.MinBytes when
+// Settings.RefuseSmall is set (otherwise the run carries a warning).
+var ErrTooSmall = errors.New("bench: run smaller than the QUIC send window")
+
+// AccountingError says how many messages of which receiver went missing.
+type AccountingError struct {
+	Shape     string
+	Receiver  string // "subscriber 3", "counters", ...
+	Sent      int64
+	Delivered int64
+	Dropped   int64
+}
+
+func (e *AccountingError) Error() string {
+	return fmt.Sprintf("bench: %s: %s: %d sent, %d delivered, %d dropped: %d unaccounted",
+		e.Shape, e.Receiver, e.Sent, e.Delivered, e.Dropped, e.Sent-e.Delivered-e.Dropped)
+}
+
+// Unwrap makes errors.Is(err, ErrUnaccounted) true.
+func (e *AccountingError) Unwrap() error { return ErrUnaccounted }
+
+// Account checks sent == delivered + dropped for one receiver: nil, or an
+// *AccountingError. A receiver that got more than was sent (a duplicate) fails too.
+func Account(shape, receiver string, sent, delivered, dropped int64) error {
+	if sent != delivered+dropped {
+		return &AccountingError{Shape: shape, Receiver: receiver, Sent: sent, Delivered: delivered, Dropped: dropped}
+	}
+	return nil
+}
+
+// Result is the outcome of one measured run of one system (felix or a peer).
+type Result struct {
+	System   string   `json:"system"` // "felix", "nats-jetstream-sync-always", "redis", ...
+	Shape    Shape    `json:"shape"`
+	Settings Settings `json:"settings"`
+	Loop     string   `json:"loop"` // "closed" or "open"
+	// Sent counts records (operations) issued in the measured phase; Delivered counts
+	// deliveries summed over subscribers (= Sent × Fanout when nothing is dropped);
+	// Dropped counts deliveries the broker reported dropped (offset gaps); Refused counts
+	// publishes or operations the broker refused (overloaded), which were never sent on.
+	Sent      int64 `json:"sent"`
+	Delivered int64 `json:"delivered"`
+	Dropped   int64 `json:"dropped"`
+	Refused   int64 `json:"refused"`
+	// Elapsed is the measured phase's length.
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// RecordsPerSec is delivered records (pubsub, replay, group) or completed operations
+	// per second; BytesPerSec the matching payload bytes per second.
+	RecordsPerSec float64 `json:"records_per_sec"`
+	BytesPerSec   float64 `json:"bytes_per_sec"`
+	// OfferedRate is Settings.Rate for open loop, 0 for closed.
+	OfferedRate float64     `json:"offered_rate"`
+	Latency     Percentiles `json:"latency"`
+	// LatencyFrom says what the latency measures ("intended send → delivery", "ack", ...).
+	LatencyFrom string `json:"latency_from"`
+	// BrokerCPUCores is the broker's CPU time over the measured phase divided by its
+	// length (1.0 = one core busy); BrokerRSS its resident memory at the end (bytes).
+	BrokerCPUCores float64  `json:"broker_cpu_cores"`
+	BrokerRSS      int64    `json:"broker_rss_bytes"`
+	Warnings       []string `json:"warnings,omitempty"`
+}
+
+// finish fills the rates from counts and elapsed, and checks the run's size.
+func (r *Result) finish(records, bytes int64) error {
+	secs := r.Elapsed.Seconds()
+	if secs > 0 {
+		r.RecordsPerSec = float64(records) / secs
+		r.BytesPerSec = float64(bytes) / secs
+	}
+	if bytes <= r.Settings.MinBytes {
+		msg := fmt.Sprintf("moved %d bytes, not more than the QUIC send window of %d: figures may show buffering, not the steady state", bytes, r.Settings.MinBytes)
+		if r.Settings.RefuseSmall {
+			return fmt.Errorf("%w: %s: %s", ErrTooSmall, r.Shape.Name, msg)
+		}
+		r.Warnings = append(r.Warnings, msg)
+	}
+	return nil
+}
