@@ -374,7 +374,15 @@ func (l *Log) hasWork() bool {
 	if l.periodicOwed() {
 		return true
 	}
-	return l.inflightWrite == nil && !l.syncInFlight && len(l.units) > 0 && l.units[0].state == unitStaged
+	for _, u := range l.units {
+		switch {
+		case u.state == unitStaged && l.inflightWrite == nil && l.sealPending == nil:
+			return true // a write the ring refused (ErrTooManyInFlight)
+		case u.state == unitWritten && !l.syncInFlight && l.opts.FsyncMode == FsyncOnCommit:
+			return true // an fdatasync the ring refused
+		}
+	}
+	return false
 }
 
 func (l *Log) writing() bool { return l.inflightWrite != nil }

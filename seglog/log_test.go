@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"felix/ring"
 )
 
 func payloadOf(i int) []byte {
@@ -298,5 +300,47 @@ func TestNewerVersionRecords(t *testing.T) {
 	}
 	if v, err := Verify(dir, &bytes.Buffer{}, ToolOptions{}); err != nil || v.Records != 5 {
 		t.Fatalf("verify %+v %v", v, err)
+	}
+}
+
+// TestTinyRingManyLogs: with a ring of 2 in-flight slots, refused submissions
+// are retried and every append of every log completes.
+func TestTinyRingManyLogs(t *testing.T) {
+	r, err := ring.New(ring.Options{Entries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	d := NewDisk(r, nil)
+	var logs []*Log
+	for i := 0; i < 6; i++ {
+		l, err := d.Open(Options{Dir: filepath.Join(t.TempDir(), fmt.Sprint(i)), FsyncMode: FsyncOnCommit, SegmentBytes: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		logs = append(logs, l)
+	}
+	done := 0
+	for round := 0; round < 20; round++ {
+		for _, l := range logs {
+			if err := l.Append([][]byte{payloadOf(round)}, 1, func(_, _ uint64, err error) {
+				if err != nil {
+					t.Error(err)
+				}
+				done++
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := d.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, d, func() bool { return done == 120 })
+	for _, l := range logs {
+		if got := readAll(t, l, 0); len(got) != 20 {
+			t.Fatalf("%d records", len(got))
+		}
 	}
 }
