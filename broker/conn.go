@@ -272,11 +272,7 @@ func (s *session) handleJSON(body []byte) {
 		s.handleAuth(a)
 		return
 	}
-	if s.principal == nil {
-		s.sendError(proto.CodeUnauthorized, "auth required", nil)
-		if s.uni {
-			s.closeStream = true
-		}
+	if !s.authorized() {
 		return
 	}
 	switch m := m.(type) {
@@ -292,6 +288,26 @@ func (s *session) handleJSON(body []byte) {
 		}
 		s.handleControl(m)
 	}
+}
+
+// authorized reports whether the stream may carry a data message now, answering when not:
+// "auth required" before a successful auth, "token expired" once the token's exp (plus
+// leeway) has passed on a long-lived stream (spec/auth.md §4, PROPOSED re-check adopted in
+// docs/auth.md). An expired stream may authenticate again with a fresh token.
+func (s *session) authorized() bool {
+	if s.principal == nil {
+		s.sendError(proto.CodeUnauthorized, "auth required", nil)
+		s.closeStream = s.uni
+		return false
+	}
+	if err := s.principal.CheckExpiry(s.h.s.now()); err != nil {
+		s.principal = nil
+		s.h.s.m.authFailures.Inc()
+		s.sendError(proto.CodeUnauthorized, "token expired", nil)
+		s.closeStream = s.uni
+		return false
+	}
+	return true
 }
 
 // sendError writes error {message, code[, request_id]} (spec §6, §8.7, §8.8). On a uni

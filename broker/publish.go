@@ -243,9 +243,7 @@ func (s *session) handleBinaryPublish(flags uint16, body []byte, n int64) bool {
 		s.closeStream = true // publish-only streams carry 0x0001 only (spec §1.1)
 		return false
 	}
-	if s.principal == nil {
-		s.sendError(proto.CodeUnauthorized, "auth required", nil)
-		s.closeStream = s.uni
+	if !s.authorized() {
 		return false
 	}
 	answer := answerNone

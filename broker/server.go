@@ -48,6 +48,8 @@ type Server struct {
 	global   *netq.ByteBudget // process-wide in-flight publish bytes
 	inflight sync.WaitGroup   // publishes handed to the engine, not yet done
 	conns    sync.WaitGroup   // connection handlers
+	// clockSkew is added to time.Now by now(): the test seam for token expiry.
+	clockSkew atomic.Int64
 	// nextConsumer numbers connections as consumer-group consumers.
 	nextConsumer atomic.Uint64
 }
@@ -244,6 +246,9 @@ func (s *Server) openListeners() error {
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return nil
 }
+
+// now is the broker's clock for token expiry checks.
+func (s *Server) now() time.Time { return time.Now().Add(time.Duration(s.clockSkew.Load())) }
 
 // QUICAddr and HTTPAddr are the bound addresses (useful with port 0).
 func (s *Server) QUICAddr() net.Addr { return s.listener.Addr() }

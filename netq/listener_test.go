@@ -3,8 +3,12 @@ package netq
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -216,4 +220,26 @@ func TestNoALPNClientAccepted(t *testing.T) {
 		t.Fatalf("negotiated %q, want none", got)
 	}
 	echo(t, ctx, c)
+}
+
+func TestLoadCertificateFromFiles(t *testing.T) {
+	cert, err := SelfSigned([]string{"broker.example"}, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	keyDER, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600)
+	loaded, generated, err := LoadCertificate(certFile, keyFile, testNow)
+	if err != nil || generated {
+		t.Fatalf("load: generated=%v err=%v", generated, err)
+	}
+	if Fingerprint(loaded.Certificate[0]) != Fingerprint(cert.Certificate[0]) {
+		t.Fatal("loaded a different certificate")
+	}
 }

@@ -669,3 +669,31 @@ func TestCacheWatch(t *testing.T) {
 		t.Fatalf("event stream after unwatch: %v, want EOF", err)
 	}
 }
+
+func TestAuthOffAndIdempotentPublish(t *testing.T) {
+	b := startBroker(t, "", "FELIX_AUTH=off", "FELIX_AUTO_CREATE=true")
+	if !strings.Contains(b.logs.String(), "auth disabled") {
+		t.Fatal("FELIX_AUTH=off without a warning")
+	}
+	s := openStream(t, b.dial())
+	if _, ok := s.auth("anything", "no-token", flagsPtr(v1Flags), "idempotent_publish").(*proto.AuthOK); !ok {
+		t.Fatal("auth off refused a client")
+	}
+	id := uint64(77)
+	var first *proto.PublishOK
+	for attempt := 0; attempt < 2; attempt++ {
+		s.send(&proto.Publish{TenantID: "anything", Namespace: "dev", Stream: "events", Payload: []byte("once"),
+			RequestID: &id, ProducerID: "0f9b7c1e-producer", Idempotent: true})
+		ok, isOK := s.msg().(*proto.PublishOK)
+		if !isOK {
+			t.Fatalf("attempt %d not acked", attempt)
+		}
+		if attempt == 0 {
+			first = ok
+			continue
+		}
+		if !ok.Duplicate || *ok.FirstOffset != *first.FirstOffset {
+			t.Fatalf("retry not deduplicated: first %+v, retry %+v", first, ok)
+		}
+	}
+}
