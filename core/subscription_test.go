@@ -352,3 +352,39 @@ func TestHistoryReportsOffsetsWithoutRecordsAsSkipped(t *testing.T) {
 		t.Fatalf("deliveries %+v", ds)
 	}
 }
+
+func TestSubscribeInsideABatchInFlight(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), nil)
+	h.create(StreamSpec{Name: testStream, Shards: 1, Durable: true})
+	h.hold(true)
+	h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("a", 5)})
+	h.step(1)
+	mid, err := h.e.Subscribe(SubscribeRequest{Stream: testStream, Start: StartOffset, Offset: 2, WithOffsets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := h.e.Subscribe(SubscribeRequest{Stream: testStream, Start: StartOffset, Offset: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, err := h.e.Subscribe(SubscribeRequest{Stream: testStream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.hold(false)
+	h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("b", 1)})
+	h.step(2)
+	if got, _ := collect(t, mid, 2); !reflect.DeepEqual(got, []string{"a-2", "a-3", "a-4", "b-0"}) {
+		t.Fatalf("from offset 2: %v", got)
+	}
+	got, ds := collect(t, plain, 3)
+	if !reflect.DeepEqual(got, []string{"a-3", "a-4", "b-0"}) {
+		t.Fatalf("from offset 3: %v", got)
+	}
+	if withOffsets, _, _, _ := decodeEventFrame(ds[0].Frame, nil); withOffsets {
+		t.Fatal("cut frame carries offsets the subscriber did not ask for")
+	}
+	if got, _ := collect(t, latest, 5); !reflect.DeepEqual(got, []string{"b-0"}) {
+		t.Fatalf("latest: %v", got)
+	}
+}
