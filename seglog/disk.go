@@ -108,11 +108,16 @@ func (d *Disk) Backend() string {
 }
 
 // Open opens (recovering) or creates the log in opts.Dir (spec/storage-format.md §8).
-// Errors: ErrBadOptions, *CorruptionError (naming directory, segment and byte
+// Errors: ErrBadOptions (also when this Disk already has the directory open), *CorruptionError (naming directory, segment and byte
 // position; the log is not opened), ErrStorageFailed.
 func (d *Disk) Open(opts Options) (*Log, error) {
 	if err := opts.normalize(); err != nil {
 		return nil, err
+	}
+	for _, o := range d.logs {
+		if o.dir == opts.Dir {
+			return nil, fmt.Errorf("%w: %s is already open", ErrBadOptions, opts.Dir)
+		}
 	}
 	d.nextID++
 	l := &Log{d: d, id: d.nextID, opts: opts, fs: d.fs, dir: opts.Dir, block: 4096}
