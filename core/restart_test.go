@@ -313,3 +313,26 @@ func TestProducerLogIsCompactedAndStillRecovers(t *testing.T) {
 		t.Fatalf("after compaction and restart: recent %+v, old %+v", recent.res, old.res)
 	}
 }
+
+func TestIdempotentPublishThatFailsFailsItsDuplicates(t *testing.T) {
+	store := newFakeStore()
+	h := newHarness(t, 1, store, nil)
+	h.create(StreamSpec{Name: testStream, Shards: 1, Durable: true})
+	h.hold(true)
+	req := func() *PublishRequest {
+		return &PublishRequest{Stream: testStream, Payloads: payloads("x", 1), ProducerID: "p", Sequence: 1}
+	}
+	original := h.publish(req())
+	h.step(1)
+	dup := h.publish(req())
+	h.step(1)
+	store.completeErr = errors.New("injected EIO")
+	h.hold(false)
+	h.step(2)
+	if !errors.Is(original.err, ErrStorageFailed) || !errors.Is(dup.err, ErrStorageFailed) || dup.calls != 1 {
+		t.Fatalf("original %+v, duplicate %+v", original, dup)
+	}
+	if _, ok := h.e.lookup(testStream).shards[0].producers.entries[producerKey{"p", 1}]; ok {
+		t.Fatal("a failed key stays in the window")
+	}
+}
