@@ -1,0 +1,97 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// result mirrors felix/bench.Result's JSON (the fields felix-bench reads).
+type result struct {
+	System        string      `json:"system"`
+	Shape         shape       `json:"shape"`
+	Loop          string      `json:"loop"`
+	Sent          int64       `json:"sent"`
+	Delivered     int64       `json:"delivered"`
+	Dropped       int64       `json:"dropped"`
+	Refused       int64       `json:"refused"`
+	ElapsedNs     int64       `json:"elapsed_ns"`
+	RecordsPerSec float64     `json:"records_per_sec"`
+	BytesPerSec   float64     `json:"bytes_per_sec"`
+	Latency       percentiles `json:"latency"`
+	LatencyFrom   string      `json:"latency_from"`
+	Settings      any         `json:"peer_settings"`
+	Warnings      []string    `json:"warnings,omitempty"`
+}
+
+type shape struct {
+	Name     string `json:"name"`
+	Kind     string `json:"kind"`
+	Payload  int    `json:"payload_bytes"`
+	Fanout   int    `json:"fanout,omitempty"`
+	Clients  int    `json:"clients,omitempty"`
+	InFlight int    `json:"in_flight,omitempty"`
+	Pubs     int    `json:"publishers,omitempty"`
+}
+
+type percentiles struct {
+	Count int64   `json:"count"`
+	P50   float64 `json:"p50_us"`
+	P90   float64 `json:"p90_us"`
+	P99   float64 `json:"p99_us"`
+	P999  float64 `json:"p999_us"`
+	Max   float64 `json:"max_us"`
+}
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, int64(60*time.Second), 3) }
+
+func record(h *hdrhistogram.Histogram, d time.Duration) {
+	v := int64(d)
+	if v < 1 {
+		v = 1
+	}
+	if v > int64(60*time.Second) {
+		v = int64(60 * time.Second)
+	}
+	_ = h.RecordValue(v)
+}
+
+func summarize(h *hdrhistogram.Histogram) percentiles {
+	if h.TotalCount() == 0 {
+		return percentiles{}
+	}
+	u := func(v int64) float64 { return float64(v) / 1e3 }
+	return percentiles{h.TotalCount(), u(h.ValueAtQuantile(50)), u(h.ValueAtQuantile(90)), u(h.ValueAtQuantile(99)),
+		u(h.ValueAtQuantile(99.9)), u(h.Max())}
+}
+
+// emit fills the rates and prints the result as one JSON line on stdout.
+func emit(r result, records, bytes int64, elapsed time.Duration) error {
+	r.ElapsedNs = int64(elapsed)
+	if s := elapsed.Seconds(); s > 0 {
+		r.RecordsPerSec = float64(records) / s
+		r.BytesPerSec = float64(bytes) / s
+	}
+	if r.Loop == "" {
+		r.Loop = "closed"
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(os.Stdout, string(b))
+	return err
+}
+
+// window is the warm-up + measured phase of a run.
+type window struct{ start, end time.Time }
+
+func newWindow(c common) window {
+	s := time.Now().Add(c.warmup)
+	return window{s, s.Add(c.duration)}
+}
+
+func (w window) in(t time.Time) bool { return !t.Before(w.start) && t.Before(w.end) }
