@@ -56,10 +56,11 @@ func BenchmarkPublishFanout(b *testing.B) {
 }
 
 // BenchmarkPublishLatency is the round trip of one batch at a time:
-// publish → commit → ack, with one subscriber receiving it (ns/op).
+// publish → commit → ack, with one subscriber receiving it, or none (ns/op).
 func BenchmarkPublishLatency(b *testing.B) {
 	for _, bc := range []benchCase{
 		{cores: 1, batch: 1, fanout: 1, window: 1},
+		{cores: 1, batch: 1, fanout: 0, window: 1},
 		{cores: 1, batch: 64, fanout: 1, window: 1},
 		{cores: 1, batch: 1, fanout: 1, durable: true, fsync: FsyncPeriodic, window: 1},
 		{cores: 1, batch: 1, fanout: 1, durable: true, fsync: FsyncOnCommit, window: 1},
