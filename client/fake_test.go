@@ -133,8 +133,13 @@ func (fb *fakeBroker) serveStream(c *quic.Conn, st *quic.Stream) {
 				return
 			}
 			id := pb.RequestID
+			payloads := make([][]byte, len(pb.Payloads))
+			for i, p := range pb.Payloads {
+				payloads[i] = append([]byte(nil), p...)
+			}
+			// Ack "binary" marks the frame's origin for handlers (answer with a 0x0010 ack).
 			m = &proto.JSONPublishBatch{TenantID: string(pb.TenantID), Namespace: string(pb.Namespace), Stream: string(pb.Stream),
-				Payloads: pb.Payloads, RequestID: &id, ProducerID: string(pb.ProducerID)}
+				Payloads: payloads, RequestID: &id, ProducerID: string(pb.ProducerID), Ack: "binary", Idempotent: h.Flags&proto.FlagPublishIdempotent != 0}
 		}
 		if a, ok := m.(*proto.Auth); ok {
 			if fb.legacy || a.ClientFlags == nil {
@@ -539,4 +544,123 @@ func TestSubscriptionGapsAndResume(t *testing.T) {
 			t.Fatalf("got offset %d gap %d %q, want %+v", r.Offset, r.Gap, r.Payload, w)
 		}
 	}
+}
+
+// With 0x2000 negotiated an idempotent Publisher without Offsets sends binary 0x2009
+// frames and re-sends a lost one with the same request id and producer id.
+func TestIdempotentBinaryResend(t *testing.T) {
+	fb := startFake(t, dropFirst(func(x *exchange, m proto.Message) {
+		b := m.(*proto.JSONPublishBatch)
+		x.raw(proto.AppendPublishAckOK(nil, *b.RequestID))
+	}))
+	c := fb.dial()
+	ctx := testCtx(t)
+	p, _ := c.NewPublisher("s", PublisherOptions{Idempotent: true, Linger: -1})
+	defer p.Close(ctx)
+	if _, err := p.PublishSync(ctx, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	sent := fb.messages(proto.TypePublishBatch)
+	if len(sent) != 2 {
+		t.Fatalf("sent %d frames, want 2", len(sent))
+	}
+	for _, m := range sent {
+		b := m.(*proto.JSONPublishBatch)
+		if b.Ack != "binary" || !b.Idempotent || b.ProducerID != p.ProducerID() || *b.RequestID != *sent[0].(*proto.JSONPublishBatch).RequestID {
+			t.Fatalf("frame %+v is not the same 0x2009 request", b)
+		}
+	}
+}
+
+// A binary error ack becomes a typed refusal.
+func TestBinaryAckRefusal(t *testing.T) {
+	fb := startFake(t, func(x *exchange, m proto.Message) {
+		b := m.(*proto.JSONPublishBatch)
+		x.raw(proto.AppendPublishAckError(nil, *b.RequestID, proto.ErrorText(proto.CodeOverloaded, "queue full")))
+	})
+	c := fb.dial()
+	ctx := testCtx(t)
+	p, _ := c.NewPublisher("s", PublisherOptions{Linger: -1})
+	defer p.Close(ctx)
+	_, err := p.PublishSync(ctx, []byte("a"))
+	mustErrIs(t, err, ErrOverloaded, ErrRefused)
+}
+
+// Publish waits while MaxInflightBytes are unacknowledged and resumes when an ack frees
+// the budget.
+func TestPublisherInflightBound(t *testing.T) {
+	release := make(chan struct{})
+	fb := startFake(t, func(x *exchange, m proto.Message) {
+		b := m.(*proto.JSONPublishBatch)
+		go func() {
+			<-release
+			x.raw(proto.AppendPublishAckOK(nil, *b.RequestID))
+		}()
+	})
+	c := fb.dial()
+	ctx := testCtx(t)
+	p, _ := c.NewPublisher("s", PublisherOptions{Linger: -1, MaxInflightBytes: 10})
+	defer p.Close(ctx)
+	first, err := p.Publish(ctx, make([]byte, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := p.Publish(short, make([]byte, 8)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("publish over the in-flight bound: %v", err)
+	}
+	close(release)
+	if _, err := first.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second, err := p.Publish(ctx, make([]byte, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Closing the Client ends its Publishers and Subscriptions with ErrClosed.
+func TestClientCloseEndsEverything(t *testing.T) {
+	fb := startFake(t, func(x *exchange, m proto.Message) {
+		if s, ok := m.(*proto.Subscribe); ok {
+			_ = s
+			es, err := x.conn.OpenUniStream()
+			if err != nil {
+				return
+			}
+			_, _ = es.Write(proto.AppendMessage(nil, &proto.EventStreamHello{SubscriptionID: 5}))
+			x.reply(&proto.Subscribed{SubscriptionID: 5})
+		}
+		// Publishes are never answered.
+	})
+	c := fb.dial()
+	ctx := testCtx(t)
+	sub, err := c.Subscribe(ctx, "s", Latest, SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := c.NewPublisher("s", PublisherOptions{Linger: -1})
+	pd, err := p.Publish(ctx, []byte("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if _, err := sub.Next(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Client.Close: %v", err)
+	}
+	if _, err := pd.Wait(ctx); !errors.Is(err, ErrClosed) && !errors.Is(err, ErrIndeterminate) {
+		t.Fatalf("pending publish after Client.Close: %v", err)
+	}
+	if _, err := p.Publish(ctx, []byte("b")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Publish after Client.Close: %v", err)
+	}
+	if _, _, err := c.Get(ctx, "c", "k"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Get after Client.Close: %v", err)
+	}
+	p.Close(ctx)
+	sub.Close()
 }

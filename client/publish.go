@@ -219,7 +219,7 @@ func (p *Publisher) Publish(ctx context.Context, payload []byte) (Pending, error
 		return Pending{}, err
 	}
 	p.mu.Lock()
-	if p.closed {
+	if p.closed || p.ctx.Err() != nil {
 		p.mu.Unlock()
 		p.releaseBytes(n)
 		return Pending{}, ErrClosed
