@@ -114,6 +114,7 @@ type session struct {
 	flags       uint16 // negotiated FLX1 flags
 	codes       bool   // client listed "error_codes"
 	buffers     chan []byte
+	ops         chan *pubOp
 	inflight    sync.WaitGroup
 	batch       proto.PublishBatch
 	names       nameCache
@@ -122,12 +123,13 @@ type session struct {
 // A session keeps up to sessionBuffers read buffers of at most pooledBufferMaxBytes each
 // for reuse (at most 1 MiB per stream); larger frames get a buffer of their own.
 const (
+	sessionOps           = 64
 	sessionBuffers       = 16
 	pooledBufferMaxBytes = 64 << 10
 )
 
 func newSession(h *connHandler, in readStream, out *quic.Stream, uni bool) *session {
-	s := &session{h: h, in: in, out: out, uni: uni, flags: proto.OriginalV1Flags, buffers: make(chan []byte, sessionBuffers)}
+	s := &session{h: h, in: in, out: out, uni: uni, flags: proto.OriginalV1Flags, buffers: make(chan []byte, sessionBuffers), ops: make(chan *pubOp, sessionOps)}
 	if out != nil {
 		s.w = netq.NewWriter(out, h.s.cfg.StreamWriterMaxBytes)
 	}

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"errors"
-	"sync"
 
 	"felix/auth"
 	"felix/core"
@@ -110,10 +109,14 @@ const (
 	answerErrorFrame                   // refused un-acked publish: error frame
 )
 
-var pubOps sync.Pool
-
-func init() {
-	pubOps.New = func() any {
+// newPubOp takes a request struct from the session's free list (filled by completions,
+// which run on a core goroutine, so a sync.Pool's per-P caches would mostly miss) or makes
+// one. The list holds at most sessionOps entries per stream.
+func (s *session) newPubOp() *pubOp {
+	select {
+	case op := <-s.ops:
+		return op
+	default:
 		op := &pubOp{}
 		op.done = op.complete
 		return op
@@ -130,11 +133,7 @@ func (op *pubOp) complete(res core.PublishResult, err error) {
 	} else {
 		switch op.answer {
 		case answerJSON:
-			ok := &proto.PublishOK{RequestID: op.requestID, Duplicate: res.Duplicate}
-			if op.durable {
-				ok.FirstOffset, ok.LastOffset = &res.FirstOffset, &res.LastOffset
-			}
-			s.send(ok)
+			s.sendPublishOK(op.requestID, res, op.durable)
 		case answerBinaryAck:
 			if buf, err := s.w.Begin(); err == nil {
 				s.w.Commit(proto.AppendPublishAckOK(buf, op.requestID))
@@ -155,9 +154,26 @@ func (op *pubOp) recycle() {
 		payloads = nil // the inline array of a single JSON publish
 	}
 	clear(payloads[:cap(payloads)])
+	sess := op.sess
 	*op = pubOp{done: op.done}
 	op.req.Payloads = payloads[:0]
-	pubOps.Put(op)
+	if sess != nil {
+		select {
+		case sess.ops <- op:
+		default:
+		}
+	}
+}
+
+// sendPublishOK answers an acked JSON publish. Separate from complete so that taking the
+// offsets' addresses does not move complete's result parameter to the heap on every call.
+func (s *session) sendPublishOK(requestID uint64, res core.PublishResult, durable bool) {
+	ok := &proto.PublishOK{RequestID: requestID, Duplicate: res.Duplicate}
+	if durable {
+		first, last := res.FirstOffset, res.LastOffset
+		ok.FirstOffset, ok.LastOffset = &first, &last
+	}
+	s.send(ok)
 }
 
 // answerPublishError refuses a publish in the form the client expects (spec §1.2, §5.3, §8.7).
@@ -221,7 +237,7 @@ func (s *session) handleJSONPublish(tenant, ns, stream string, payloads [][]byte
 		s.answerPublishError(kind, id, proto.CodeUnauthorized, auth.WireText(names.allowed))
 		return
 	}
-	op := pubOps.Get().(*pubOp)
+	op := s.newPubOp()
 	op.payloads[0] = nil
 	if len(payloads) == 1 {
 		op.payloads[0] = payloads[0]
@@ -279,7 +295,7 @@ func (s *session) handleBinaryPublish(flags uint16, body []byte, n int64) bool {
 		s.answerPublishError(kind, b.RequestID, proto.CodeUnauthorized, auth.WireText(names.allowed))
 		return false
 	}
-	op := pubOps.Get().(*pubOp)
+	op := s.newPubOp()
 	op.req.Payloads = append(op.req.Payloads[:0], b.Payloads...)
 	if b.ProducerID != nil {
 		op.req.ProducerID, op.req.Sequence = string(b.ProducerID), b.RequestID
