@@ -403,6 +403,7 @@ func (l *Log) startWrite(u *unit) error {
 	}
 	u.state = unitWriting
 	l.inflightWrite = u
+	l.writeStart = time.Now()
 	l.writeLen = len(b)
 	l.d.stats.writes.Add(1)
 	l.d.stats.writeBytes.Add(uint64(len(b)))
@@ -462,6 +463,7 @@ func (l *Log) startSync(tag uint64) error {
 		return nil
 	}
 	l.syncInFlight = true
+	l.syncStart = time.Now()
 	l.syncTarget = l.written
 	for _, u := range l.units {
 		if u.state == unitWritten {
@@ -508,6 +510,7 @@ func (l *Log) opDone(tag uint64, res int64, err error) {
 			return
 		}
 		l.inflightWrite = nil
+		l.d.stats.writeNanos.Add(uint64(time.Since(l.writeStart)))
 		err = l.writeErr
 		if err == nil && l.writeGot != l.writeLen {
 			err = shortErr("write", l.writeGot, l.writeLen)
@@ -523,6 +526,7 @@ func (l *Log) opDone(tag uint64, res int64, err error) {
 		}
 	} else {
 		l.syncInFlight = false
+		l.d.stats.syncNanos.Add(uint64(time.Since(l.syncStart)))
 		if err != nil {
 			l.fail(storageErr("fdatasync", l.dir, err))
 			return
@@ -605,6 +609,7 @@ func (l *Log) periodicOwed() bool {
 
 func (l *Log) periodicDone(err error) {
 	l.syncInFlight = false
+	l.d.stats.syncNanos.Add(uint64(time.Since(l.syncStart)))
 	l.syncDue = l.opts.Now().Add(l.opts.FsyncInterval).UnixNano()
 	if err != nil {
 		l.fail(storageErr("fdatasync", l.dir, err))

@@ -152,6 +152,11 @@ func runAppendBench(b *testing.B, mode FsyncMode, size, batch, conc int, prezero
 	b.ReportMetric(pct(0.999), "p999-µs")
 	if syncs := s.Fdatasyncs - s0.Fdatasyncs; syncs > 0 && mode == FsyncOnCommit {
 		b.ReportMetric(float64(s.SyncedAppends-s0.SyncedAppends)/float64(syncs), "appends/fdatasync")
+		b.ReportMetric(float64((s.FdatasyncTime-s0.FdatasyncTime).Microseconds())/float64(syncs), "µs/fdatasync")
+	}
+	if w := s.Writes - s0.Writes; w > 0 {
+		b.ReportMetric(float64((s.WriteTime-s0.WriteTime).Microseconds())/float64(w), "µs/write")
+		b.ReportMetric(float64(s.WriteBytes-s0.WriteBytes)/float64(w)/1024, "KiB/write")
 	}
 }
 

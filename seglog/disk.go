@@ -48,16 +48,20 @@ type diskStats struct {
 	syncedAppend atomic.Uint64
 	writes       atomic.Uint64
 	writeBytes   atomic.Uint64
+	writeNanos   atomic.Uint64
+	syncNanos    atomic.Uint64
 }
 
 // Stats are cumulative counters of a Disk. Goroutine-safe to read via Disk.Stats.
 type Stats struct {
-	Appends       uint64 // Append calls that completed successfully
-	Records       uint64 // records in them
-	Writes        uint64 // write submissions
-	WriteBytes    uint64 // bytes submitted for writing (O_DIRECT padding included)
-	Fdatasyncs    uint64 // fdatasyncs completed
-	SyncedAppends uint64 // appends completed by an on_commit fdatasync
+	Appends       uint64        // Append calls that completed successfully
+	Records       uint64        // records in them
+	Writes        uint64        // write submissions
+	WriteBytes    uint64        // bytes submitted for writing (O_DIRECT padding included)
+	Fdatasyncs    uint64        // fdatasyncs completed
+	SyncedAppends uint64        // appends completed by an on_commit fdatasync
+	WriteTime     time.Duration // summed submit-to-completion time of writes
+	FdatasyncTime time.Duration // summed submit-to-completion time of fdatasyncs
 }
 
 // GroupCommitFanIn is the mean number of appends one on_commit fdatasync
@@ -72,7 +76,8 @@ func (s Stats) GroupCommitFanIn() float64 {
 // Stats returns the disk's counters. Goroutine-safe.
 func (d *Disk) Stats() Stats {
 	return Stats{Appends: d.stats.appends.Load(), Records: d.stats.records.Load(), Writes: d.stats.writes.Load(),
-		WriteBytes: d.stats.writeBytes.Load(), Fdatasyncs: d.stats.syncs.Load(), SyncedAppends: d.stats.syncedAppend.Load()}
+		WriteBytes: d.stats.writeBytes.Load(), Fdatasyncs: d.stats.syncs.Load(), SyncedAppends: d.stats.syncedAppend.Load(),
+		WriteTime: time.Duration(d.stats.writeNanos.Load()), FdatasyncTime: time.Duration(d.stats.syncNanos.Load())}
 }
 
 // groupCommitFanIn is the histogram of appends completed per on_commit

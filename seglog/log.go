@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Log is one segment log (a shard's records, or a companion log). It is driven
@@ -49,7 +50,9 @@ type Log struct {
 	writeParts    int   // its ops still in flight (large O_DIRECT writes are split)
 	writeGot      int   // bytes its completed ops wrote
 	writeErr      error // first error among its ops
-	syncInFlight  bool  // an fdatasync (on_commit or periodic) is in flight
+	writeStart    time.Time
+	syncStart     time.Time
+	syncInFlight  bool // an fdatasync (on_commit or periodic) is in flight
 	syncTarget    uint64
 	syncDue       int64 // unix nanos when the next periodic fdatasync is due
 	written       uint64
