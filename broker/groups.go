@@ -10,9 +10,11 @@ import (
 	"felix/proto"
 )
 
-// maxGroupWait bounds a parked group_poll (max_wait_ms) so a poll cannot hold a stream's
-// in-flight slot for longer than a drain could wait.
-const maxGroupWait = 30 * time.Second
+// maxGroupWait bounds a parked group_poll (max_wait_ms) at 30 s, and at a quarter of the
+// drain budget (FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS), because a drain waits for parked polls.
+func (s *session) maxGroupWait() time.Duration {
+	return min(30*time.Second, time.Duration(s.h.s.cfg.ShutdownDrainTimeoutMS)*time.Millisecond/4)
+}
 
 // handleGroup serves the consumer-group messages of spec/client-protocol.md §8.3 on an
 // authenticated bi stream; false = not a group message. Permission: stream.subscribe on
@@ -27,7 +29,7 @@ func (s *session) handleGroup(m proto.Message) bool {
 			return true
 		}
 		id := m.RequestID
-		wait := min(time.Duration(m.MaxWaitMs)*time.Millisecond, maxGroupWait)
+		wait := min(time.Duration(m.MaxWaitMs)*time.Millisecond, s.maxGroupWait())
 		req := core.GroupPollRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
 			Group: m.Group, Consumer: s.h.consumer, MaxRecords: max(int(m.MaxRecords), 1), MaxWait: wait}
 		s.groupCall(id, func() error {
