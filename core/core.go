@@ -36,8 +36,9 @@ type core struct {
 	cacheShards any
 	groupShards any
 
-	syncTimer coreTimer
-	metrics   *coreMetrics
+	syncTimer      coreTimer
+	retentionTimer coreTimer
+	metrics        *coreMetrics
 }
 
 func newCore(e *Engine, id int) *core {
@@ -50,6 +51,7 @@ func newCore(e *Engine, id int) *core {
 		shards: map[*streamShard]struct{}{},
 	}
 	c.syncTimer = coreTimer{index: -1, fn: c.periodicSync}
+	c.retentionTimer = coreTimer{index: -1, fn: c.retentionTick}
 	c.metrics = newCoreMetrics(e.cfg.Metrics, c)
 	return c
 }
@@ -61,8 +63,12 @@ func (c *core) init() error {
 		return err
 	}
 	c.disk = d
-	if c.engine.cfg.DataDir != "" && c.engine.cfg.Fsync == FsyncPeriodic {
-		c.timers.schedule(&c.syncTimer, c.clock.MonoNanos()+int64(c.engine.cfg.FsyncInterval))
+	cfg := &c.engine.cfg
+	if cfg.DataDir != "" && cfg.Fsync == FsyncPeriodic {
+		c.timers.schedule(&c.syncTimer, c.clock.MonoNanos()+int64(cfg.FsyncInterval))
+	}
+	if cfg.DataDir != "" && (cfg.RetentionBytes > 0 || cfg.RetentionAge > 0) {
+		c.timers.schedule(&c.retentionTimer, c.clock.MonoNanos()+int64(cfg.RetentionInterval))
 	}
 	return nil
 }
@@ -210,6 +216,25 @@ func (c *core) periodicSync(now int64) {
 		c.failAllShards(storageError("fsync", err))
 	}
 	c.timers.schedule(&c.syncTimer, now+int64(c.engine.cfg.FsyncInterval))
+}
+
+func (c *core) retentionTick(now int64) {
+	c.enforceRetention(time.UnixMicro(c.clock.WallMicros()))
+	c.timers.schedule(&c.retentionTimer, now+int64(c.engine.cfg.RetentionInterval))
+}
+
+// enforceRetention applies the retention bounds to every durable shard's
+// record log; a failure fails that shard.
+func (c *core) enforceRetention(now time.Time) {
+	for s := range c.shards {
+		r, ok := s.records.(logRetainer)
+		if !ok || s.closed {
+			continue
+		}
+		if _, err := r.EnforceRetention(now); err != nil {
+			s.fail(storageError("retention", err))
+		}
+	}
 }
 
 func (c *core) failAllShards(err error) {

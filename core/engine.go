@@ -71,6 +71,17 @@ type Config struct {
 	// Fsync and FsyncInterval (default 250 ms) apply to every durable log.
 	Fsync         FsyncMode
 	FsyncInterval time.Duration
+	// SegmentBytes is the segment rollover size (FELIX_DURABLE_SEGMENT_BYTES;
+	// 0 = seglog's default, 256 MiB).
+	SegmentBytes int64
+	// RetentionBytes and RetentionAge bound each durable shard's record log
+	// (FELIX_DURABLE_RETENTION_BYTES / _SECONDS; 0 = off): every
+	// RetentionInterval (default 60 s) each core drops whole sealed segments
+	// from the head of its shards' logs (spec/storage-format.md §5).
+	// Subscribers below the new head get too_old.
+	RetentionBytes    int64
+	RetentionAge      time.Duration
+	RetentionInterval time.Duration
 	// InboxCapacity bounds each core's inbox in messages (default 4096).
 	InboxCapacity int
 	// DrainBatch is the most messages a core takes per loop turn (default 256).
@@ -142,6 +153,13 @@ func (c *Config) normalize() error {
 	}
 	if c.BlockTimeout == 0 {
 		c.BlockTimeout = 2 * time.Second
+	}
+	if c.RetentionInterval == 0 {
+		c.RetentionInterval = time.Minute
+	}
+	if c.SegmentBytes < 0 || c.RetentionBytes < 0 || c.RetentionAge < 0 || c.RetentionInterval < 0 {
+		return fmt.Errorf("%w: segment bytes %d, retention %d bytes / %v every %v", ErrInvalid,
+			c.SegmentBytes, c.RetentionBytes, c.RetentionAge, c.RetentionInterval)
 	}
 	if c.Fsync > FsyncNone || c.FsyncInterval < 0 || c.BlockTimeout < 0 {
 		return fmt.Errorf("%w: fsync mode %d, interval %v, block timeout %v", ErrInvalid, c.Fsync, c.FsyncInterval, c.BlockTimeout)

@@ -65,7 +65,10 @@ type fakeLog struct {
 	committed uint64
 	open      bool
 	disk      *fakeDisk
+	retention int // EnforceRetention calls
 }
+
+func (l *fakeLog) EnforceRetention(time.Time) (int, error) { l.retention++; return 0, nil }
 
 type fakeAppend struct {
 	log         *fakeLog

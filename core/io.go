@@ -76,3 +76,10 @@ type trimmedError struct {
 func (e *trimmedError) Error() string {
 	return fmt.Sprintf("core: offset %d trimmed (oldest %d)", e.requested, e.oldest)
 }
+
+// logRetainer is a shardLog that enforces retention
+// (seglog.Log.EnforceRetention): it drops whole sealed head segments past
+// its size or age bound and returns how many it dropped.
+type logRetainer interface {
+	EnforceRetention(now time.Time) (int, error)
+}

@@ -348,3 +348,24 @@ func TestSubscribeValidation(t *testing.T) {
 		t.Fatalf("subscription ids %d and %d", a.ID(), b.ID())
 	}
 }
+
+func TestRetentionTimer(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), func(c *Config) { c.RetentionBytes = 1 << 20; c.RetentionInterval = time.Minute })
+	h.create(StreamSpec{Name: testStream, Shards: 1, Durable: true})
+	records := h.store.logs[fakeLogKey(logRecords, testStream, 0)]
+	h.clock.advance(59 * time.Second)
+	h.step(1)
+	if records.retention != 0 {
+		t.Fatal("retention ran before its interval")
+	}
+	h.clock.advance(time.Second)
+	h.step(1)
+	h.clock.advance(time.Minute)
+	h.step(1)
+	if records.retention != 2 {
+		t.Fatalf("retention ran %d times in two intervals", records.retention)
+	}
+	if h.store.logs[fakeLogKey(logProducers, testStream, 0)].retention != 0 {
+		t.Fatal("retention ran on the producers log")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 )
 
 // publishSync publishes and waits for the ack (retrying an overloaded inbox).
@@ -334,5 +335,40 @@ func TestIdempotentPublishThatFailsFailsItsDuplicates(t *testing.T) {
 	}
 	if _, ok := h.e.lookup(testStream).shards[0].producers.entries[producerKey{"p", 1}]; ok {
 		t.Fatal("a failed key stays in the window")
+	}
+}
+
+func TestRetentionDropsHeadSegmentsAndAnswersTooOld(t *testing.T) {
+	e, err := NewEngine(Config{Cores: 1, DataDir: t.TempDir(), Fsync: FsyncOnCommit, NoPinning: true,
+		SegmentBytes: 4096, RetentionBytes: 8192})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	if err := e.CreateStream(StreamSpec{Name: testStream, Shards: 1, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	record := make([]byte, 1000)
+	for range 40 {
+		if _, err := publishSync(t, e, &PublishRequest{Stream: testStream, Payloads: [][]byte{record}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = e.runOn(e.cores[0], func(c *core) error { c.enforceRetention(time.Now()); return nil })
+	info, err := e.StreamInfo(testStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	earliest := info.EarliestOffsets[0]
+	if earliest == 0 || info.NextOffsets[0] != 40 || 40-earliest > 16 {
+		t.Fatalf("after retention of 8 KiB: earliest %d, next %d", earliest, info.NextOffsets[0])
+	}
+	_, err = e.Subscribe(SubscribeRequest{Stream: testStream, Start: StartOffset, Offset: 0})
+	var cerr *CursorError
+	if !errors.As(err, &cerr) || cerr.Reason != CursorTooOld || cerr.Available != earliest {
+		t.Fatalf("subscribe below the retained head: %v", err)
+	}
+	if got := readShard(t, e, testStream, 0, true); uint64(len(got)) != 40-earliest {
+		t.Fatalf("read %d records from the retained head %d", len(got), earliest)
 	}
 }

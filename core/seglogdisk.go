@@ -18,12 +18,13 @@ const companionProducers seglog.Companion = "producers"
 // it. Shard logs live at seglog.ShardDir(DataDir, {stream, tenant, ns,
 // stream, shard}); the producer log in its "producers" companion directory.
 type seglogDisk struct {
-	root  string
-	opts  seglog.Options
-	ring  ring.Ring
-	disk  *seglog.Disk
-	fs    seglog.FS
-	reaps [4]ring.Completion
+	root      string
+	opts      seglog.Options
+	retention seglog.Options // RetentionBytes and RetentionAge for record logs
+	ring      ring.Ring
+	disk      *seglog.Disk
+	fs        seglog.FS
+	reaps     [4]ring.Completion
 }
 
 // newSeglogDisk creates the ring and disk of one core; call it on the core
@@ -45,11 +46,12 @@ func newSeglogDisk(cfg *Config, _ int) (coreDisk, error) {
 		fs = cfg.fs
 	}
 	return &seglogDisk{
-		root: cfg.DataDir,
-		opts: seglog.Options{FsyncMode: mode, FsyncInterval: cfg.FsyncInterval},
-		ring: r,
-		disk: seglog.NewDisk(r, fs),
-		fs:   fs,
+		root:      cfg.DataDir,
+		opts:      seglog.Options{FsyncMode: mode, FsyncInterval: cfg.FsyncInterval, SegmentBytes: cfg.SegmentBytes},
+		retention: seglog.Options{RetentionBytes: cfg.RetentionBytes, RetentionAge: cfg.RetentionAge},
+		ring:      r,
+		disk:      seglog.NewDisk(r, fs),
+		fs:        fs,
 	}, nil
 }
 
@@ -61,8 +63,11 @@ func (d *seglogDisk) shardDir(name StreamName, shard int) string {
 func (d *seglogDisk) OpenLog(kind logKind, name StreamName, shard int) (shardLog, error) {
 	opts := d.opts
 	opts.Dir = d.shardDir(name, shard)
-	if kind == logProducers {
+	switch kind {
+	case logProducers: // bounded by compaction instead (producer.go)
 		opts.Dir = seglog.CompanionDir(opts.Dir, companionProducers)
+	case logRecords:
+		opts.RetentionBytes, opts.RetentionAge = d.retention.RetentionBytes, d.retention.RetentionAge
 	}
 	l, err := d.disk.Open(opts)
 	if err != nil {
@@ -106,6 +111,10 @@ type seglogLog struct {
 func (l *seglogLog) Append(payloads [][]byte, ts int64, done func(first, last uint64, err error)) error {
 	return l.log.Append(payloads, ts, done)
 }
+
+// EnforceRetention drops head segments per the log's retention options.
+func (l *seglogLog) EnforceRetention(now time.Time) (int, error) { return l.log.EnforceRetention(now) }
+
 func (l *seglogLog) NextOffset() uint64      { return l.log.NextOffset() }
 func (l *seglogLog) EarliestOffset() uint64  { return l.log.EarliestOffset() }
 func (l *seglogLog) CommittedOffset() uint64 { return l.log.CommittedOffset() }
