@@ -165,9 +165,12 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 	return c.slots[i%uint64(len(c.slots))].get(ctx)
 }
 
-// session returns an authenticated request stream.
+// session returns an authenticated request stream. A refusal of the auth frame (or an
+// answer the SDK cannot read) is returned at once; a transport failure is retried on a
+// fresh connection with jittered backoff until ctx ends.
 func (c *Client) session(ctx context.Context) (*session, error) {
-	for {
+	var bo backoff
+	for attempt := 0; ; attempt++ {
 		cn, err := c.conn(ctx)
 		if err != nil {
 			return nil, err
@@ -176,10 +179,22 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 		if err == nil {
 			return s, nil
 		}
-		if errors.Is(err, ErrUnauthorized) || ctx.Err() != nil || c.ctx.Err() != nil {
+		if errors.Is(err, ErrRefused) || errors.Is(err, ErrProtocol) || ctx.Err() != nil || c.ctx.Err() != nil {
 			return nil, err
 		}
-		// The connection died under us: the slot redials on the next get.
+		if attempt == 0 {
+			bo = newBackoff(c.cfg.backoffMin, c.cfg.backoffMax)
+		}
+		t := time.NewTimer(bo.next())
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-c.ctx.Done():
+			t.Stop()
+			return nil, ErrClosed
+		}
 	}
 }
 

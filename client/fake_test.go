@@ -664,3 +664,65 @@ func TestClientCloseEndsEverything(t *testing.T) {
 	p.Close(ctx)
 	sub.Close()
 }
+
+// A re-subscribe that finds its offset trimmed ends the subscription with *CursorError
+// after the records already received; a not_leader on an event stream ends it with
+// *NotLeaderError.
+func TestSubscriptionTerminalErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(x *exchange, es *quic.SendStream) // ends the first event stream
+		want error
+	}{
+		{"trimmed", func(x *exchange, es *quic.SendStream) { _ = es.Close() }, ErrCursor},
+		{"moved", func(x *exchange, es *quic.SendStream) {
+			_, _ = es.Write(proto.AppendMessage(nil, &proto.NotLeader{Stream: "s", Owner: proto.Owner{NodeID: "b2", Address: "127.0.0.1:1"}, Generation: 3}))
+			_ = es.Close()
+		}, ErrNotLeader},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			n := 0
+			fb := startFake(t, func(x *exchange, m proto.Message) {
+				if _, ok := m.(*proto.Subscribe); !ok {
+					return
+				}
+				mu.Lock()
+				n++
+				first := n == 1
+				mu.Unlock()
+				if !first {
+					x.reply(&proto.SubscribeCursorError{Reason: proto.CursorTooOld, Requested: 2, Available: 50})
+					return
+				}
+				es, err := x.conn.OpenUniStream()
+				if err != nil {
+					return
+				}
+				frames := proto.AppendMessage(nil, &proto.EventStreamHello{SubscriptionID: 1})
+				frames = proto.AppendSharedEventBatch(frames, 0, true, [][]byte{[]byte("a"), []byte("b")})
+				_, _ = es.Write(frames)
+				x.reply(&proto.Subscribed{SubscriptionID: 1})
+				tc.end(x, es)
+			})
+			c := fb.dial()
+			ctx := testCtx(t)
+			sub, err := c.Subscribe(ctx, "s", Earliest, SubscribeOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+			for i := range 2 {
+				if r, err := sub.Next(ctx); err != nil || r.Offset != uint64(i) {
+					t.Fatalf("record %d: %+v %v", i, r, err)
+				}
+			}
+			_, err = sub.Next(ctx)
+			mustErrIs(t, err, tc.want)
+			var ce *CursorError
+			if tc.want == ErrCursor && (!errors.As(err, &ce) || ce.Requested != 2 || ce.Available != 50 || ce.Reason != CursorTooOld) {
+				t.Fatalf("cursor error %#v", err)
+			}
+		})
+	}
+}
