@@ -225,7 +225,9 @@ func (q *Subscription) Close() error {
 func (q *Subscription) Next(ctx context.Context) (Delivery, error) {
 	for {
 		if q.histNext < q.histEnd {
-			if err := q.closedErr(); err != nil {
+			// An ended subscription stops here: its live frames lie past
+			// the history it can no longer complete.
+			if err := q.endedErr(); err != nil {
 				return Delivery{}, err
 			}
 			return q.nextHistory()
@@ -254,13 +256,10 @@ func (q *Subscription) Next(ctx context.Context) (Delivery, error) {
 	}
 }
 
-func (q *Subscription) closedErr() error {
+func (q *Subscription) endedErr() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.err != nil && (q.count == 0 || errors.Is(q.err, ErrClosed)) {
-		return q.err
-	}
-	return nil
+	return q.err
 }
 
 // pop takes the oldest queued live frame and refills from the overflow.

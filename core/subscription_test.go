@@ -388,3 +388,25 @@ func TestSubscribeInsideABatchInFlight(t *testing.T) {
 		t.Fatalf("latest: %v", got)
 	}
 }
+
+func TestDeleteDuringHistoryEndsTheSubscription(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), func(c *Config) { c.HistoryFrameBytes = 1 })
+	h.create(StreamSpec{Name: testStream, Shards: 1, Durable: true})
+	h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("a", 3)})
+	h.step(1)
+	sub, err := h.e.Subscribe(SubscribeRequest{Stream: testStream, Start: StartEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("b", 1)}) // queued live
+	h.step(1)
+	if d, err := nextNow(t, sub); err != nil || !d.History || d.Count != 1 {
+		t.Fatalf("first history page: %+v %v", d, err)
+	}
+	if err := h.e.DeleteStream(testStream); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nextNow(t, sub); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("history after delete: %v", err)
+	}
+}
