@@ -335,25 +335,85 @@ func TestTenantMismatchRefused(t *testing.T) {
 	}
 }
 
-func TestGroupsAndWatchNegotiation(t *testing.T) {
+func TestGroupsOnBroker(t *testing.T) {
 	b := startBroker(t, "")
-	b.createStream("q", true)
-	c := b.dial()
+	b.createStream("jobs", true)
+	// A pool of several connections: group operations must still reach one consumer.
+	c := b.dial(WithConnPool(3))
 	ctx := testCtx(t)
 	if !c.Capabilities().Has(proto.FeatureGroups) {
-		_, err := c.Poll(ctx, "q", 0, "g", 10, 0)
-		mustErrIs(t, err, ErrUnsupported)
-		mustErrIs(t, c.Ack(ctx, "q", 0, "g", 1), ErrUnsupported)
-	} else {
-		recs, err := c.Poll(ctx, "q", 0, "g", 10, 0)
-		if err != nil || len(recs) != 0 {
-			t.Fatalf("poll of an empty stream: %v %v", recs, err)
+		t.Fatalf("broker does not negotiate groups: %v", c.Capabilities().Features)
+	}
+	p, err := c.NewPublisher("jobs", PublisherOptions{Linger: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := p.PublishSync(ctx, fmt.Appendf(nil, "job-%d", i)); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if !c.Capabilities().Has(proto.FeatureCacheWatch) {
-		_, err := c.Watch(ctx, "primary", "k", WatchOptions{})
-		mustErrIs(t, err, ErrUnsupported)
+	p.Close(ctx)
+	recs, err := c.Poll(ctx, "jobs", 0, "billing", 10, 2*time.Second)
+	if err != nil || len(recs) != 3 || string(recs[0].Payload) != "job-0" || recs[0].Delivery != 1 {
+		t.Fatalf("first poll: %+v %v", recs, err)
 	}
+	for i := range 4 { // the pool's round-robin must not move the consumer
+		if err := c.Ack(ctx, "jobs", 0, "billing", uint64(i%2)); err != nil {
+			t.Fatalf("ack %d: %v", i, err)
+		}
+	}
+	if err := c.Nack(ctx, "jobs", 0, "billing", 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	recs, err = c.Poll(ctx, "jobs", 0, "billing", 10, 2*time.Second)
+	if err != nil || len(recs) != 1 || recs[0].Offset != 2 || recs[0].Delivery != 2 {
+		t.Fatalf("redelivery: %+v %v", recs, err)
+	}
+	entries, _, more, err := c.DeadLetters(ctx, "jobs", 0, "billing", 0, 10)
+	if err != nil || len(entries) != 0 || more {
+		t.Fatalf("dead letters: %+v %v %v", entries, more, err)
+	}
+	mustErrIs(t, c.Ack(ctx, "jobs", 0, "nobody", 0), ErrNotFound, ErrRefused)
+	if n, err := c.Redrive(ctx, "jobs", 0, "billing", 2); err == nil && n != 0 {
+		t.Fatalf("redrive of a live offset counted %d", n)
+	}
+}
+
+func TestWatchOnBroker(t *testing.T) {
+	b := startBroker(t, "")
+	b.createCache("settings")
+	c := b.dial()
+	ctx := testCtx(t)
+	w, err := c.Watch(ctx, "settings", "cfg/", WatchOptions{Prefix: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Put(ctx, "settings", "cfg/a", []byte("1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Put(ctx, "settings", "other", []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Delete(ctx, "settings", "cfg/a"); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := w.Next(ctx)
+	if err != nil || ch.Key != "cfg/a" || ch.Op != ChangePut || string(ch.Value) != "1" {
+		t.Fatalf("first change: %+v %v", ch, err)
+	}
+	ch2, err := w.Next(ctx)
+	if err != nil || ch2.Key != "cfg/a" || ch2.Op != ChangeDelete || ch2.Value != nil || ch2.Offset <= ch.Offset {
+		t.Fatalf("second change: %+v %v", ch2, err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Next(ctx); err == nil {
+		t.Fatal("Next after Close returned a change")
+	}
+	_, err = c.Watch(ctx, "nocache", "k", WatchOptions{})
+	mustErrIs(t, err, ErrNotFound)
 }
 
 func TestAdmin(t *testing.T) {

@@ -168,10 +168,19 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 // session returns an authenticated request stream. A refusal of the auth frame (or an
 // answer the SDK cannot read) is returned at once; a transport failure is retried on a
 // fresh connection with jittered backoff until ctx ends.
-func (c *Client) session(ctx context.Context) (*session, error) {
+func (c *Client) session(ctx context.Context) (*session, error) { return c.sessionOn(ctx, nil) }
+
+// sessionOn is session on the connection of slot (nil = round-robin over the pool).
+func (c *Client) sessionOn(ctx context.Context, slot *connSlot) (*session, error) {
 	var bo backoff
 	for attempt := 0; ; attempt++ {
-		cn, err := c.conn(ctx)
+		var cn *conn
+		var err error
+		if slot != nil {
+			cn, err = slot.get(ctx)
+		} else {
+			cn, err = c.conn(ctx)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -208,8 +217,13 @@ func (c *Client) nextID() uint64 { return c.reqID.Add(1) }
 // WithMaxAttempts times. An error message becomes a *ServerError, a not_leader a
 // *NotLeaderError.
 func (c *Client) roundTrip(ctx context.Context, safe bool, build func(id uint64) proto.Message) (proto.Message, error) {
+	return c.roundTripOn(ctx, nil, safe, build)
+}
+
+// roundTripOn is roundTrip on the connection of slot (nil = any).
+func (c *Client) roundTripOn(ctx context.Context, slot *connSlot, safe bool, build func(id uint64) proto.Message) (proto.Message, error) {
 	for attempt := 1; ; attempt++ {
-		s, err := c.session(ctx)
+		s, err := c.sessionOn(ctx, slot)
 		if err != nil {
 			return nil, closedOr(c, err)
 		}
