@@ -593,3 +593,58 @@ func TestMultiShardAndAckNone(t *testing.T) {
 		t.Fatalf("records did not spread over both shards: %v", next)
 	}
 }
+
+// Concurrent Publish calls on one Publisher: every record lands once, and each
+// goroutine's records keep their order in the log.
+func TestPublisherConcurrentOrder(t *testing.T) {
+	b := startBroker(t, "")
+	b.createStream("conc", true)
+	c := b.dial()
+	ctx := testCtx(t)
+	p, err := c.NewPublisher("conc", PublisherOptions{MaxRecords: 7, MaxInflightBytes: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 4, 150
+	errc := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			var last Pending
+			for i := range each {
+				pd, err := p.Publish(ctx, []byte{byte(w), byte(i)})
+				if err != nil {
+					errc <- err
+					return
+				}
+				last = pd
+			}
+			_, err := last.Wait(ctx)
+			errc <- err
+		}()
+	}
+	for range writers {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Subscribe(ctx, "conc", Earliest, SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	next := make([]int, writers)
+	for n := 0; n < writers*each; n++ {
+		r, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d records: %v", n, err)
+		}
+		w, i := int(r.Payload[0]), int(r.Payload[1])
+		if i != next[w] {
+			t.Fatalf("writer %d: record %d arrived, want %d", w, i, next[w])
+		}
+		next[w]++
+	}
+}
