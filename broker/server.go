@@ -85,13 +85,18 @@ func (s *Server) open() error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("broker: data dir %s: %w", cfg.DataDir, err)
 	}
+	last, err := seglog.ReadRunState(seglog.OSFS{}, cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("broker: run-state: %w", err)
+	}
 	id, renewed, err := seglog.BeginRun(seglog.OSFS{}, cfg.DataDir, seglogFsync(cfg.FsyncMode), nil)
 	if err != nil {
 		return fmt.Errorf("broker: run-state: %w", err)
 	}
 	s.storageID = id
-	if renewed {
-		logger.Warn("previous run did not stop cleanly: new storage id", "data_dir", cfg.DataDir)
+	if last.Found && !last.CleanStop {
+		logger.Warn("previous run did not stop cleanly", "data_dir", cfg.DataDir, "new_storage_id", renewed,
+			"fsync", string(cfg.FsyncMode))
 	}
 	s.authRes, err = auth.Bootstrap(auth.BootstrapOptions{DataDir: cfg.DataDir, Disabled: !cfg.Auth, Logger: logger})
 	if err != nil {
