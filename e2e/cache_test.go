@@ -112,6 +112,13 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 		writing, writeTime = false, time.Since(began)
 		mu.Unlock()
 	}()
+	stopLog := progressLog(t, func() string {
+		starts, kills, _ := b.stats()
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprintf("cache: %d of %d files written, %d kills, %d starts", completed, len(c.files), kills, starts)
+	})
+	defer stopLog()
 	if err := killer(ctx, b, cfg.kills, func() (bool, int64) { mu.Lock(); defer mu.Unlock(); return writing, completed }); err != nil {
 		t.Fatalf("killer: %v", err)
 	}

@@ -373,11 +373,14 @@ func waitFor(ctx context.Context, cond func() bool) error {
 	return nil
 }
 
-func dial(ctx context.Context, b *broker) (*client.Client, error) {
+// dial connects an SDK client to b: pinned certificate, the admin token, a generous
+// re-send budget for what is safe to re-send, short reconnect backoff.
+func dial(ctx context.Context, b *broker, extra ...client.Option) (*client.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return client.Dial(dctx, b.quicAddr, client.WithFingerprint(b.fp), client.WithToken(b.token),
-		client.WithMaxAttempts(200), client.WithReconnectBackoff(20*time.Millisecond, 300*time.Millisecond))
+	opts := append([]client.Option{client.WithFingerprint(b.fp), client.WithToken(b.token),
+		client.WithMaxAttempts(200), client.WithReconnectBackoff(20*time.Millisecond, 300*time.Millisecond)}, extra...)
+	return client.Dial(dctx, b.quicAddr, opts...)
 }
 
 // runStream is one stream phase on one I/O backend; it returns the result table.
@@ -396,33 +399,41 @@ func runStream(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin 
 	}
 	ix := newIndex(c.files)
 
-	// Subscribers (one per shard, from earliest) and the group's two consumers.
-	consumeCtx, stopConsumers := context.WithCancel(ctx)
-	defer stopConsumers()
-	var cwg sync.WaitGroup
-	subs := make([]*shardSub, shards)
-	for s := range subs {
-		subs[s] = &shardSub{shard: uint32(s)}
-		cwg.Add(1)
-		go func() {
-			defer cwg.Done()
-			subs[s].run(consumeCtx, ix, b.exitedCh, b.quicAddr, b.fp, b.token, streamName)
-		}()
-	}
-	grp := newGroupState(shards)
-	for range 2 {
-		cwg.Add(1)
-		go func() {
-			defer cwg.Done()
-			grp.consume(consumeCtx, ix, b.exitedCh, b.quicAddr, b.fp, b.token, streamName, groupName, shards)
-		}()
-	}
-
 	cl, err := dial(ctx, b)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
 	defer cl.Close()
+
+	// Subscribers (one per shard, from earliest, on one SDK client) and the group's two
+	// consumers (one SDK client with one connection each).
+	consumeCtx, stopConsumers := context.WithCancel(ctx)
+	defer stopConsumers()
+	var cwg sync.WaitGroup
+	subCl, err := dial(ctx, b)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer subCl.Close()
+	subs := make([]*shardSub, shards)
+	for s := range subs {
+		subs[s] = &shardSub{shard: uint32(s)}
+		cwg.Add(1)
+		go func() { defer cwg.Done(); subs[s].run(consumeCtx, subCl, ix, streamName) }()
+	}
+	grp := newGroupState(shards)
+	for range 2 {
+		gcl, err := dial(ctx, b, client.WithConnPool(1), client.WithStreamsPerConn(1))
+		if err != nil {
+			t.Fatalf("dial: %v", err)
+		}
+		defer gcl.Close()
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			grp.consume(consumeCtx, gcl, ix, streamName, groupName, shards)
+		}()
+	}
 
 	// Publish while the killer runs.
 	var pubDone sync.WaitGroup
@@ -441,6 +452,15 @@ func runStream(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin 
 		publishing, pubTime = false, time.Since(pubStart)
 		pmu.Unlock()
 	}()
+	stopLog := progressLog(t, func() string {
+		starts, kills, _ := b.stats()
+		at := make([]uint64, len(subs))
+		for s, sub := range subs {
+			at[s] = sub.next.Load()
+		}
+		return fmt.Sprintf("%s: %d of %d files published, %d kills, %d starts, subscribers at %v", backend, completed.Load(), len(c.files), kills, starts, at)
+	})
+	defer stopLog()
 	killErr := killer(ctx, b, cfg.kills, func() (bool, int64) {
 		pmu.Lock()
 		defer pmu.Unlock()
@@ -479,6 +499,11 @@ func runStream(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin 
 	})
 	stopConsumers()
 	cwg.Wait()
+	for s, sub := range subs {
+		if sub.restarts > 0 {
+			t.Logf("shard %d: the SDK Subscription failed %d times, last with: %v", s, sub.restarts, sub.lastErr)
+		}
+	}
 	if catchUp != nil {
 		for s, sub := range subs {
 			t.Logf("shard %d: subscriber at %d of %d (last error %v)", s, sub.next.Load(), end[s], sub.lastErr)
@@ -511,7 +536,9 @@ type streamStats struct {
 	stored, lost, duplicated, extra        int // extra: stored although never acked (indeterminate)
 	badAckOffsets                          int
 	foreign                                int
-	gaps, redelivered, skipped             int
+	gaps, redelivered, reportedGap         int
+	noOffset                               int
+	dupCrossShard                          int // duplicated files whose copies sit in different shards
 	perShard                               []string
 	groupMissing, groupRedelivered         int
 	groupDeliveries, groupForeign          int
@@ -527,21 +554,28 @@ type streamStats struct {
 func accountStream(c *corpus, results []pubResult, subs []*shardSub, grp *groupState, end []uint64) *streamStats {
 	st := &streamStats{}
 	count := make([]int, len(c.files))
+	shardOf := make([]int8, len(c.files))        // shard of the first copy; -1 = copies in several shards
 	where := make([]map[uint64]int32, len(subs)) // per shard: offset → corpus index
 	for s, sub := range subs {
 		where[s] = map[uint64]int32{}
 		st.gaps += sub.gaps
 		st.redelivered += sub.dups
-		st.skipped += int(sub.skipped)
+		st.reportedGap += int(sub.reportedGap)
+		st.noOffset += sub.noOffset
 		st.totalRecords += end[s]
 		inOrder := "yes"
 		if sub.gaps > 0 || sub.dups > 0 || uint64(len(sub.recs)) != end[s] {
 			inOrder = "NO"
 		}
-		st.perShard = append(st.perShard, fmt.Sprintf("| %d | %d | %d | %d | %d | %s | %d |", s, end[s], len(sub.recs), sub.gaps, sub.dups, inOrder, sub.resumes))
+		st.perShard = append(st.perShard, fmt.Sprintf("| %d | %d | %d | %d | %d | %s | %d |", s, end[s], len(sub.recs), sub.gaps, sub.dups, inOrder, sub.restarts))
 		for off, i := range sub.recs {
 			switch {
 			case i >= 0:
+				if count[i] == 0 {
+					shardOf[i] = int8(s)
+				} else if shardOf[i] != int8(s) {
+					shardOf[i] = -1
+				}
 				count[i]++
 				where[s][uint64(off)] = i
 			case i == -1:
@@ -564,6 +598,9 @@ func accountStream(c *corpus, results []pubResult, subs []*shardSub, grp *groupS
 				st.stored++
 			default:
 				st.duplicated++
+				if shardOf[i] < 0 {
+					st.dupCrossShard++
+				}
 			}
 			found := false
 			for s := range where {
@@ -622,6 +659,7 @@ func (st *streamStats) failures(cfg config) []string {
 	add(st.badAckOffsets > 0, "%d acks name an offset that does not hold their file", st.badAckOffsets)
 	add(st.foreign > 0 || st.groupForeign > 0, "%d subscriber / %d group deliveries no publisher sent", st.foreign, st.groupForeign)
 	add(st.gaps > 0, "subscribers saw %d offsets missing (gaps)", st.gaps)
+	add(st.noOffset > 0, "subscribers got %d records without an offset", st.noOffset)
 	add(st.redelivered > 0, "subscribers saw %d offsets twice", st.redelivered)
 	add(st.groupMissing > 0, "the group never delivered %d records", st.groupMissing)
 	add(len(st.verifyFailures) > 0, "felix log verify failed:\n%s", strings.Join(st.verifyFailures, "\n"))
@@ -649,13 +687,15 @@ func (st *streamStats) table(backend string, cfg config) string {
 	fmt.Fprintf(&b, "| indeterminate (answer lost after the SDK's idempotent re-sends) / of them stored | %d / %d | |\n", st.indeterminate, st.extra)
 	fmt.Fprintf(&b, "| refused (never applied) / changed on disk during the run (not published) | %d / %d | |\n", st.refused, st.changed)
 	fmt.Fprintf(&b, "| records nobody published (subscribers / group) | %d / %d | %s |\n", st.foreign, st.groupForeign, verdict(st.foreign+st.groupForeign == 0))
-	fmt.Fprintf(&b, "| subscriber gaps / duplicates / skipped_before | %d / %d / %d | %s |\n", st.gaps, st.redelivered, st.skipped, verdict(st.gaps+st.redelivered == 0))
+	fmt.Fprintf(&b, "| subscriber gaps / duplicates / gaps the SDK reported / records without offset | %d / %d / %d / %d | %s |\n",
+		st.gaps, st.redelivered, st.reportedGap, st.noOffset, verdict(st.gaps+st.redelivered+st.noOffset == 0))
 	fmt.Fprintf(&b, "| group: records never delivered | %d of %d | %s |\n", st.groupMissing, st.totalRecords, verdict(st.groupMissing == 0))
 	fmt.Fprintf(&b, "| group: redeliveries (deliveries %d, max delivery count %d, acks refused %d) | %d | |\n", st.groupDeliveries, st.groupMaxDelivery, st.groupRefusedAcks, st.groupRedelivered)
 	fmt.Fprintf(&b, "| `felix log verify` (shards + companion logs) | %d dirs, %d failed | %s |\n", st.verified, len(st.verifyFailures), verdict(len(st.verifyFailures) == 0))
 	fmt.Fprintf(&b, "| broker peak RSS (max VmHWM over all processes) | %.0f MiB (bound %d MiB) | %s |\n", float64(st.peak)/(1<<20), cfg.rssBound>>20, verdict(st.peak <= cfg.rssBound))
 	fmt.Fprintf(&b, "| publish throughput with the kills | %.0f records/s, %.2f MB/s over %.1f s | |\n", float64(st.acked)/secs, float64(st.ackedBytes)/1e6/secs, secs)
-	fmt.Fprintf(&b, "\n| shard | end offset | subscriber saw | gaps | duplicates | in order | resumes |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(&b, "| duplicated files whose copies are in different shards | %d of %d | |\n", st.dupCrossShard, st.duplicated)
+	fmt.Fprintf(&b, "\n| shard | end offset | subscriber saw | gaps | duplicates | in order | new Subscriptions |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, l := range st.perShard {
 		b.WriteString(l + "\n")
 	}

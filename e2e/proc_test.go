@@ -328,18 +328,6 @@ func (b *broker) stats() (starts, kills int, peak int64) {
 	return b.starts, b.kills, b.peakRSS
 }
 
-// exitedCh returns the exit channel of the running process (closed when there is none).
-func (b *broker) exitedCh() <-chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.cmd == nil {
-		c := make(chan struct{})
-		close(c)
-		return c
-	}
-	return b.exited
-}
-
 // meanDown is the mean time from a SIGKILL to the next process being ready.
 func (b *broker) meanDown() time.Duration {
 	b.mu.Lock()
@@ -372,4 +360,24 @@ func (b *broker) admin(ctx context.Context, method, path string, body any, want 
 		return fmt.Errorf("%s %s: HTTP %d %s", method, path, resp.StatusCode, out)
 	}
 	return nil
+}
+
+// progressLog logs line() every 30 s until the returned stop is called (stop waits for the
+// logger to end, so no log outlives the test).
+func progressLog(t *testing.T, line func() string) (stop func()) {
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(30 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				t.Log(line())
+			}
+		}
+	}()
+	return func() { close(done); <-ended }
 }
