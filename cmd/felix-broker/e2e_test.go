@@ -166,9 +166,13 @@ func TestPublishSubscribeReplay(t *testing.T) {
 	if got := ev2.records(3); got[8] != "bin-3" || got[10] != "live" {
 		t.Fatalf("resume from 8: %v", got)
 	}
-	// Unknown stream: not_found (no auto-create by default).
+	// Unknown stream: not_found (no auto-create by default), for subscribe and publish.
 	ctl.send(&proto.Subscribe{TenantID: "default", Namespace: "default", Stream: "nope"})
 	expectError(t, ctl.msg(), proto.CodeNotFound, "")
+	ctl.send(&proto.Publish{TenantID: "default", Namespace: "default", Stream: "nope", Payload: []byte("x"), RequestID: &live})
+	if pe, ok := ctl.msg().(*proto.PublishError); !ok || pe.Code != proto.CodeNotFound || pe.RequestID != live {
+		t.Fatalf("publish to an unknown stream: %+v", pe)
+	}
 }
 
 func TestLegacyClientGetsPlainOK(t *testing.T) {
@@ -448,7 +452,13 @@ func stopWithPublishesInFlight(t *testing.T, sig syscall.Signal) {
 }
 
 func TestOpsEndpointsAndPrintConfig(t *testing.T) {
-	b := startBroker(t, "")
+	b := startBroker(t, "", "FELIX_LOG_FORMAT=json")
+	for _, line := range strings.Split(strings.TrimSpace(b.logs.String()), "\n") {
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(line), &entry); err != nil || entry["msg"] == nil || entry["service"] != "felix-broker" {
+			t.Fatalf("log line is not slog JSON: %q (%v)", line, err)
+		}
+	}
 	for path, want := range map[string]string{"/live": "ok", "/ready": "ok", "/replication/halted": "[]", "/metrics": "felix_broker_connections_total"} {
 		resp, err := http.Get("http://" + b.info.HTTPAddr + path)
 		if err != nil {
