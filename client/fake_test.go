@@ -726,3 +726,86 @@ func TestSubscriptionTerminalErrors(t *testing.T) {
 		})
 	}
 }
+
+// fakeTimers replaces the linger timers: they fire only when the test says so.
+type fakeTimers struct {
+	mu      sync.Mutex
+	pending []*fakeTimer
+}
+
+type fakeTimer struct {
+	d       time.Duration
+	f       func()
+	stopped bool
+}
+
+func (ft *fakeTimer) Stop() bool { ft.stopped = true; return true }
+
+func (ts *fakeTimers) afterFunc(d time.Duration, f func()) interface{ Stop() bool } {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t := &fakeTimer{d: d, f: f}
+	ts.pending = append(ts.pending, t)
+	return t
+}
+
+// fire runs every scheduled timer once.
+func (ts *fakeTimers) fire() {
+	ts.mu.Lock()
+	p := ts.pending
+	ts.pending = nil
+	ts.mu.Unlock()
+	for _, t := range p {
+		t.f()
+	}
+}
+
+// A batch waits for its linger (fake clock) unless it fills up first.
+func TestLingerAndSealing(t *testing.T) {
+	fb := startFake(t, func(x *exchange, m proto.Message) {
+		b := m.(*proto.JSONPublishBatch)
+		x.raw(proto.AppendPublishAckOK(nil, *b.RequestID))
+	})
+	timers := &fakeTimers{}
+	c := fb.dial(func(c *config) error { c.afterFunc = timers.afterFunc; return nil })
+	ctx := testCtx(t)
+	p, _ := c.NewPublisher("s", PublisherOptions{Linger: time.Hour, MaxRecords: 3})
+	defer p.Close(ctx)
+	a, _ := p.Publish(ctx, []byte("a"))
+	bpd, _ := p.Publish(ctx, []byte("b"))
+	p.mu.Lock()
+	open := p.cur != nil && len(p.cur.ends) == 2
+	p.mu.Unlock()
+	if !open || len(timers.pending) != 1 || timers.pending[0].d != time.Hour {
+		t.Fatalf("two records under MaxRecords must wait for the linger (open=%v timers=%d)", open, len(timers.pending))
+	}
+	select {
+	case <-a.Done():
+		t.Fatal("batch answered before its linger expired")
+	default:
+	}
+	timers.fire()
+	if _, err := a.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if br, err := bpd.Batch(); err != nil || br.Records != 2 {
+		t.Fatalf("lingered batch %+v %v", br, err)
+	}
+	// Three records fill a batch: sent without the timer, which is stopped.
+	var last Pending
+	for _, r := range []string{"c", "d", "e"} {
+		last, _ = p.Publish(ctx, []byte(r))
+	}
+	if _, err := last.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	timers.mu.Lock()
+	stopped := len(timers.pending) == 1 && timers.pending[0].stopped
+	timers.mu.Unlock()
+	if !stopped {
+		t.Fatal("the full batch's linger timer was not stopped")
+	}
+	if got := fb.count(proto.TypePublishBatch); got != 2 {
+		t.Fatalf("%d batches sent, want 2", got)
+	}
+}

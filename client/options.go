@@ -32,6 +32,9 @@ type config struct {
 	maxAttempts       int
 	subQueue          int
 	eventPending      int
+	// afterFunc schedules the Publisher's linger timers (time.AfterFunc; a fake clock in
+	// tests).
+	afterFunc func(d time.Duration, f func()) interface{ Stop() bool }
 }
 
 func defaultConfig(getenv func(string) string) *config {
@@ -48,6 +51,9 @@ func defaultConfig(getenv func(string) string) *config {
 		maxAttempts:    3,
 		subQueue:       64,
 		eventPending:   16384,
+		afterFunc: func(d time.Duration, f func()) interface{ Stop() bool } {
+			return time.AfterFunc(d, f)
+		},
 	}
 	if v := getenv("FELIX_AUTH_TENANT"); v != "" {
 		c.tenant = v

@@ -129,7 +129,7 @@ type batch struct {
 	payloads [][]byte
 	id       uint64
 	attempts int
-	timer    *time.Timer
+	timer    interface{ Stop() bool }
 	writing  bool // the sender is encoding it (guarded by Publisher.mu): buffers not recyclable
 	done     chan struct{}
 	res      BatchResult
@@ -235,7 +235,7 @@ func (p *Publisher) Publish(ctx context.Context, payload []byte) (Pending, error
 		p.cur = b
 		p.outstanding[b] = struct{}{}
 		if p.opts.Linger > 0 {
-			b.timer = time.AfterFunc(p.opts.Linger, func() { p.sealIf(b) })
+			b.timer = p.c.cfg.afterFunc(p.opts.Linger, func() { p.sealIf(b) })
 		}
 	}
 	b.arena = append(b.arena, payload...)
