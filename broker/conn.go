@@ -54,7 +54,8 @@ func newConnHandler(s *Server, c *netq.Conn) *connHandler {
 // and closes the connection with netq.CodeShutdown.
 func (h *connHandler) serve() {
 	defer h.cancel()
-	go h.acceptUni()
+	uniDone := make(chan struct{})
+	go func() { defer close(uniDone); h.acceptUni() }()
 	for {
 		st, err := h.conn.AcceptStream(h.ctx)
 		if err != nil {
@@ -67,6 +68,7 @@ func (h *connHandler) serve() {
 			newSession(h, st, st, false).run()
 		}()
 	}
+	<-uniDone // no sessions.Add after this point
 	h.sessions.Wait()
 	h.pumps.Wait()
 	if h.conn.Context().Err() == nil {

@@ -305,8 +305,10 @@ func (s *Server) drain(acceptDone <-chan struct{}) error {
 	// Stop every connection's readers and event pumps; control streams finish the request
 	// they hold and the answers already queued.
 	s.stop()
-	clean := waitTimeout(&s.inflight, time.Until(deadline))
-	clean = waitTimeout(&s.conns, time.Until(deadline)) && clean
+	// Connection handlers end after their sessions, which end after their own publishes and
+	// operations completed; only then is the process-wide count final.
+	clean := waitTimeout(&s.conns, time.Until(deadline))
+	clean = clean && waitTimeout(&s.inflight, time.Until(deadline))
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	engineErr := s.engine.Close(ctx)
