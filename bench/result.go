@@ -65,22 +65,27 @@ type Result struct {
 	Latency     Percentiles `json:"latency"`
 	// LatencyFrom says what the latency measures ("intended send → delivery", "ack", ...).
 	LatencyFrom string `json:"latency_from"`
-	// BrokerCPUCores is the broker's CPU time over the measured phase divided by its
-	// length (1.0 = one core busy); BrokerRSS its resident memory at the end (bytes).
+	// BrokerCPUCores is the broker's (or peer server's) CPU time over the measured phase
+	// divided by its length (1.0 = one core busy; for peers: over the whole client run);
+	// BrokerRSS its resident memory at the end (bytes).
 	BrokerCPUCores float64  `json:"broker_cpu_cores"`
 	BrokerRSS      int64    `json:"broker_rss_bytes"`
 	Warnings       []string `json:"warnings,omitempty"`
+	// PeerSettings are a peer's own settings as felix-peers reported them.
+	PeerSettings map[string]any `json:"peer_settings,omitempty"`
 }
 
-// finish fills the rates from counts and elapsed, and checks the run's size.
+// finish fills the rates from counts and elapsed, and checks the run's size against the
+// send window by the bytes on the wire (payload plus a nominal 8 bytes of framing per record,
+// so a run of empty payloads is judged too).
 func (r *Result) finish(records, bytes int64) error {
 	secs := r.Elapsed.Seconds()
 	if secs > 0 {
 		r.RecordsPerSec = float64(records) / secs
 		r.BytesPerSec = float64(bytes) / secs
 	}
-	if bytes <= r.Settings.MinBytes {
-		msg := fmt.Sprintf("moved %d bytes, not more than the QUIC send window of %d: figures may show buffering, not the steady state", bytes, r.Settings.MinBytes)
+	if wire := bytes + 8*records; wire <= r.Settings.MinBytes {
+		msg := fmt.Sprintf("moved %d bytes, not more than the QUIC send window of %d: figures may show buffering, not the steady state", wire, r.Settings.MinBytes)
 		if r.Settings.RefuseSmall {
 			return fmt.Errorf("%w: %s: %s", ErrTooSmall, r.Shape.Name, msg)
 		}

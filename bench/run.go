@@ -382,7 +382,7 @@ func (w *run) pubsub(ctx context.Context) error {
 	defer closePubs()
 	stamped := sh.Payload >= 8
 	ck := newChecker(w, !stamped)
-	opts := client.PublisherOptions{MaxRecords: sh.Batch, MaxInflightBytes: 16 << 20, Linger: time.Millisecond}
+	opts := client.PublisherOptions{MaxRecords: sh.Batch, Linger: time.Millisecond} // SDK default in-flight budget (4 MiB)
 	if sh.Batch <= 1 {
 		opts.Linger, opts.Ack, opts.MaxRecords = -1, client.AckPerMessage, 1
 	}

@@ -1,0 +1,431 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Physical limits of this machine kind (shared/design/NOTES.md, measured with fio and
+// from Go): the denominators of the "share of the limit" column.
+const (
+	// LimitFdatasyncPerSec is write 64 KiB + fdatasync per second.
+	LimitFdatasyncPerSec = 3100
+	// LimitGroupCommit1KiB is 1 KiB records per second when every fdatasync covers a
+	// 64 KiB group commit (3.1 k/s × 64).
+	LimitGroupCommit1KiB = LimitFdatasyncPerSec * 64
+	// LimitDiskBytes is O_DIRECT sequential write bandwidth (bytes/s).
+	LimitDiskBytes = 2.2e9
+	// LimitUDPBytes is loopback UDP with GSO/GRO, 33 Gbit/s, in bytes/s.
+	LimitUDPBytes = 33e9 / 8
+	// LimitAESBytesPerCore is AES-128-GCM seal throughput of one core (bytes/s).
+	LimitAESBytesPerCore = 3.9e9
+)
+
+// CompareShapes are the Felix shapes of the comparison, in report order.
+var CompareShapes = []string{
+	"durable-1k-on_commit", "durable-1k-periodic", "durable-1k-none",
+	"pubsub-latency-256",
+	"pubsub-0", "pubsub-256", "pubsub-1k", "pubsub-4k", "pubsub-16k", "pubsub-1k-fanout10",
+	"cache-256-c50", "cache-256-c50-p16", "cache-256-read90", "counter-c16",
+	"group-1k", "replay-1k",
+}
+
+// CompareOptions configure Compare.
+type CompareOptions struct {
+	// Settings size every run (Felix and peers alike).
+	Settings Settings
+	// Peers runs NATS and Redis; nil compares nothing (Felix figures only).
+	Peers *Peers
+	// Shapes overrides CompareShapes.
+	Shapes []string
+	// OnStep is told the name of each run before it starts (progress).
+	OnStep func(step string, i, total int)
+}
+
+// Comparison is one Felix figure beside a peer's.
+type Comparison struct {
+	Label  string  `json:"label"`
+	Metric string  `json:"metric"`
+	Felix  float64 `json:"felix"`
+	Peer   float64 `json:"peer"`
+	PeerIs string  `json:"peer_system"`
+	Ratio  float64 `json:"ratio"` // Felix ÷ peer (for latency: peer ÷ Felix, so > 1 is better)
+}
+
+// Target is one of issue 10's targets with its outcome: Met, or the size of the miss.
+type Target struct {
+	Name string `json:"name"`
+	Want string `json:"want"`
+	Got  string `json:"got"`
+	Met  bool   `json:"met"`
+}
+
+// CompareReport is everything one comparison measured.
+type CompareReport struct {
+	Machine  Machine      `json:"machine"`
+	Settings Settings     `json:"settings"`
+	Felix    []Result     `json:"felix"`
+	Peers    []Result     `json:"peers"`
+	Rows     []Comparison `json:"rows"`
+	Targets  []Target     `json:"targets"`
+	// Skipped says which peers or shapes did not run, and why.
+	Skipped []string `json:"skipped,omitempty"`
+	// Failed lists runs that failed (an unaccounted message, a broker error): no figure.
+	Failed  []string      `json:"failed,omitempty"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+}
+
+type peerRun struct {
+	key, server, sub string
+	args             []string
+}
+
+// peerRuns are the peer workloads of the comparison (issue 10, "Targets"): server is
+// "nats-always", "nats-default" or "redis".
+var peerRuns = []peerRun{
+	{"js-always-8pub-1k", "nats-always", "js-publish", []string{"--publishers", "8", "--size", "1024", "--sync", "always", "--shape", "durable-1k"}},
+	{"js-always-1pub-1k", "nats-always", "js-publish", []string{"--publishers", "1", "--size", "1024", "--sync", "always", "--shape", "durable-1k"}},
+	{"js-default-1pub-256", "nats-default", "js-publish", []string{"--publishers", "1", "--size", "256", "--sync", "default", "--shape", "pubsub-latency-256"}},
+	{"js-default-async-1k", "nats-default", "js-async", []string{"--size", "1024", "--sync", "default", "--shape", "pubsub-1k"}},
+	{"nats-core-1k", "nats-default", "nats-pubsub", []string{"--size", "1024", "--fanout", "1", "--shape", "pubsub-1k"}},
+	{"nats-core-256", "nats-default", "nats-pubsub", []string{"--size", "256", "--fanout", "1", "--shape", "pubsub-256"}},
+	{"nats-core-1k-fanout10", "nats-default", "nats-pubsub", []string{"--size", "1024", "--fanout", "10", "--shape", "pubsub-1k-fanout10"}},
+	{"redis-c50", "redis", "redis", []string{"--clients", "50", "--inflight", "1", "--size", "256", "--get-ratio", "0.5", "--shape", "cache-256-c50"}},
+	{"redis-c50-p16", "redis", "redis", []string{"--clients", "50", "--inflight", "16", "--size", "256", "--get-ratio", "0.5", "--shape", "cache-256-c50-p16"}},
+}
+
+// Compare runs the Felix shapes with r, then the peers (each server started and stopped
+// here), and computes the side-by-side rows and the targets. A failed run is listed in
+// Failed and reports no figure; an unavailable peer in Skipped. Errors: only ctx's.
+func Compare(ctx context.Context, r *Runner, o CompareOptions, machine Machine) (*CompareReport, error) {
+	t0 := time.Now()
+	shapes := o.Shapes
+	if len(shapes) == 0 {
+		shapes = CompareShapes
+	}
+	rep := &CompareReport{Machine: machine, Settings: o.Settings}
+	total := len(shapes)
+	if o.Peers != nil {
+		total += len(peerRuns)
+	}
+	step := 0
+	felix := map[string]*Result{}
+	for _, name := range shapes {
+		step++
+		if o.OnStep != nil {
+			o.OnStep("felix "+name, step, total)
+		}
+		sh, err := ShapeByName(name)
+		if err != nil {
+			rep.Failed = append(rep.Failed, err.Error())
+			continue
+		}
+		res, err := r.Run(ctx, sh, o.Settings)
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
+		if err != nil {
+			rep.Failed = append(rep.Failed, "felix "+err.Error())
+			continue
+		}
+		rep.Felix = append(rep.Felix, res)
+		felix[name] = &rep.Felix[len(rep.Felix)-1]
+	}
+	r.Close() // the brokers' CPU must not compete with the peers
+	peers := map[string]*Result{}
+	if o.Peers != nil {
+		procs := map[string]*PeerProc{}
+		skip := map[string]string{}
+		defer func() {
+			for _, p := range procs {
+				p.Stop()
+			}
+		}()
+		for _, pr := range peerRuns {
+			step++
+			if o.OnStep != nil {
+				o.OnStep("peer "+pr.key, step, total)
+			}
+			if why, ok := skip[pr.server]; ok {
+				rep.Skipped = append(rep.Skipped, pr.key+": "+why)
+				continue
+			}
+			proc, ok := procs[pr.server]
+			if !ok {
+				// One server at a time: stop the others first.
+				for k, p := range procs {
+					p.Stop()
+					delete(procs, k)
+				}
+				var err error
+				switch pr.server {
+				case "redis":
+					proc, err = o.Peers.StartRedis(ctx)
+				default:
+					proc, err = o.Peers.StartNATS(ctx, strings.TrimPrefix(pr.server, "nats-"))
+				}
+				if err != nil {
+					skip[pr.server] = err.Error()
+					rep.Skipped = append(rep.Skipped, pr.key+": "+err.Error())
+					continue
+				}
+				procs[pr.server] = proc
+			}
+			addrFlag := "--url"
+			if pr.server == "redis" {
+				addrFlag = "--addr"
+			}
+			res, err := o.Peers.Client(ctx, pr.sub, o.Settings, proc, append([]string{addrFlag, proc.Addr}, pr.args...)...)
+			if ctx.Err() != nil {
+				return rep, ctx.Err()
+			}
+			if err != nil {
+				rep.Failed = append(rep.Failed, "peer "+pr.key+": "+err.Error())
+				continue
+			}
+			rep.Peers = append(rep.Peers, res)
+			peers[pr.key] = &rep.Peers[len(rep.Peers)-1]
+		}
+	}
+	rep.Rows, rep.Targets = judge(felix, peers)
+	rep.Elapsed = time.Since(t0)
+	return rep, nil
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// judge builds the comparison rows and the targets from the runs that produced figures.
+// Pure: tested with made-up results.
+func judge(f, p map[string]*Result) ([]Comparison, []Target) {
+	var rows []Comparison
+	var ts []Target
+	row := func(label, metric string, fv, pv float64, peer string, inverse bool) Comparison {
+		c := Comparison{Label: label, Metric: metric, Felix: fv, Peer: pv, PeerIs: peer, Ratio: ratio(fv, pv)}
+		if inverse {
+			c.Ratio = ratio(pv, fv)
+		}
+		rows = append(rows, c)
+		return c
+	}
+	missing := func(name, want string, keys ...string) bool {
+		var gone []string
+		for _, k := range keys {
+			if strings.HasPrefix(k, "f:") && f[k[2:]] == nil || strings.HasPrefix(k, "p:") && p[k[2:]] == nil {
+				gone = append(gone, k[2:])
+			}
+		}
+		if len(gone) > 0 {
+			ts = append(ts, Target{Name: name, Want: want, Got: "not measured: no figure for " + strings.Join(gone, ", ")})
+			return true
+		}
+		return false
+	}
+	// 1. Durable publish, fsync covering every acknowledged record.
+	want := "≥ 20 × JetStream sync-always (8 publishers, 1 KiB)"
+	if !missing("durable publish, on_commit, 1 KiB, 8 publishers", want, "f:durable-1k-on_commit", "p:js-always-8pub-1k") {
+		fr, pr := f["durable-1k-on_commit"], p["js-always-8pub-1k"]
+		c := row("durable publish 1 KiB, 8 sync publishers (Felix on_commit vs JetStream sync always)", "records/s",
+			fr.RecordsPerSec, pr.RecordsPerSec, pr.System, false)
+		ts = append(ts, Target{Name: "durable publish, on_commit, 1 KiB, 8 publishers", Want: want,
+			Got: fmt.Sprintf("%.1f × (%s vs %s records/s); %.1f %% of the group-commit limit (%s records/s)",
+				c.Ratio, FormatRate(fr.RecordsPerSec), FormatRate(pr.RecordsPerSec), 100*fr.RecordsPerSec/LimitGroupCommit1KiB,
+				FormatRate(LimitGroupCommit1KiB)), Met: c.Ratio >= 20})
+	}
+	// 2. Pub/sub latency.
+	want = "p99 ≤ JetStream default-sync synchronous publish p99; p99.9 ≤ 1 ms"
+	if !missing("pub/sub latency, batch 1, 256 B", want, "f:pubsub-latency-256", "p:js-default-1pub-256") {
+		fr, pr := f["pubsub-latency-256"], p["js-default-1pub-256"]
+		row("pub/sub latency 256 B batch 1 (Felix publish→delivery vs JetStream publish→ack)", "p99 µs (ratio: peer ÷ Felix)",
+			us(fr.Latency.P99), us(pr.Latency.P99), pr.System, true)
+		ts = append(ts, Target{Name: "pub/sub latency, batch 1, 256 B", Want: want,
+			Got: fmt.Sprintf("p99 %s vs %s (%.2f ×); p99.9 %s", FormatLatency(fr.Latency.P99), FormatLatency(pr.Latency.P99),
+				ratio(us(fr.Latency.P99), us(pr.Latency.P99)), FormatLatency(fr.Latency.P999)),
+			Met: fr.Latency.P99 <= pr.Latency.P99 && fr.Latency.P999 <= time.Millisecond})
+	}
+	// 3. Pub/sub throughput.
+	want = "delivered bytes/s ≥ core NATS and ≥ 3 × JetStream async"
+	if !missing("pub/sub throughput 1 KiB × 64, fanout 1", want, "f:pubsub-1k", "p:nats-core-1k", "p:js-default-async-1k") {
+		fr, nc, ja := f["pubsub-1k"], p["nats-core-1k"], p["js-default-async-1k"]
+		c1 := row("pub/sub 1 KiB, fanout 1 (Felix batch 64 vs core NATS)", "delivered MB/s", fr.BytesPerSec/1e6, nc.BytesPerSec/1e6, nc.System, false)
+		c2 := row("pub/sub 1 KiB, fanout 1 (Felix batch 64 vs JetStream async publish)", "MB/s", fr.BytesPerSec/1e6, ja.BytesPerSec/1e6, ja.System, false)
+		ts = append(ts, Target{Name: "pub/sub throughput 1 KiB × 64, fanout 1", Want: want,
+			Got: fmt.Sprintf("%.2f × core NATS, %.2f × JetStream async (%s)", c1.Ratio, c2.Ratio, FormatBytes(fr.BytesPerSec)),
+			Met: c1.Ratio >= 1 && c2.Ratio >= 3})
+	}
+	if f["pubsub-256"] != nil && p["nats-core-256"] != nil {
+		row("pub/sub 256 B, fanout 1 (Felix batch 64 vs core NATS)", "delivered records/s",
+			f["pubsub-256"].RecordsPerSec, p["nats-core-256"].RecordsPerSec, p["nats-core-256"].System, false)
+	}
+	if f["pubsub-1k-fanout10"] != nil && p["nats-core-1k-fanout10"] != nil {
+		row("pub/sub 1 KiB, fanout 10 (Felix vs core NATS)", "delivered records/s",
+			f["pubsub-1k-fanout10"].RecordsPerSec, p["nats-core-1k-fanout10"].RecordsPerSec, p["nats-core-1k-fanout10"].System, false)
+	}
+	// 4. Fanout 10 against fanout 1.
+	want = "delivered records/s ≥ 2 × the fanout-1 figure"
+	if !missing("fanout 10", want, "f:pubsub-1k-fanout10", "f:pubsub-1k") {
+		f10, f1 := f["pubsub-1k-fanout10"], f["pubsub-1k"]
+		c := ratio(f10.RecordsPerSec, f1.RecordsPerSec)
+		ts = append(ts, Target{Name: "fanout 10", Want: want,
+			Got: fmt.Sprintf("%.2f × (%s vs %s records/s)", c, FormatRate(f10.RecordsPerSec), FormatRate(f1.RecordsPerSec)), Met: c >= 2})
+	}
+	// 5. Cache.
+	want = "≥ 1 × Redis unpipelined ops/s with p99 ≤ 2 × Redis's"
+	if !missing("cache 256 B, 50 clients, 1 in flight", want, "f:cache-256-c50", "p:redis-c50") {
+		fr, pr := f["cache-256-c50"], p["redis-c50"]
+		c := row("cache 256 B, 50 clients × 1 in flight (vs Redis unpipelined)", "ops/s", fr.RecordsPerSec, pr.RecordsPerSec, pr.System, false)
+		row("cache 256 B, 50 clients × 1 in flight (vs Redis unpipelined)", "p99 µs (ratio: peer ÷ Felix)", us(fr.Latency.P99), us(pr.Latency.P99), pr.System, true)
+		pr99 := ratio(us(fr.Latency.P99), us(pr.Latency.P99))
+		ts = append(ts, Target{Name: "cache 256 B, 50 clients, 1 in flight", Want: want,
+			Got: fmt.Sprintf("%.2f × ops/s; p99 %s = %.2f × Redis's %s", c.Ratio, FormatLatency(fr.Latency.P99), pr99, FormatLatency(pr.Latency.P99)),
+			Met: c.Ratio >= 1 && pr99 <= 2})
+	}
+	want = "≥ 0.5 × Redis pipelined (16 in flight per client)"
+	if !missing("cache 256 B, 50 clients, 16 in flight", want, "f:cache-256-c50-p16", "p:redis-c50-p16") {
+		fr, pr := f["cache-256-c50-p16"], p["redis-c50-p16"]
+		c := row("cache 256 B, 50 clients × 16 in flight (vs Redis pipelined)", "ops/s", fr.RecordsPerSec, pr.RecordsPerSec, pr.System, false)
+		ts = append(ts, Target{Name: "cache 256 B, 50 clients, 16 in flight", Want: want,
+			Got: fmt.Sprintf("%.2f × (%s vs %s ops/s)", c.Ratio, FormatRate(fr.RecordsPerSec), FormatRate(pr.RecordsPerSec)), Met: c.Ratio >= 0.5})
+	}
+	return rows, ts
+}
+
+// LimitShare says which physical limit bounds a Felix result and the share reached.
+func LimitShare(r Result, cores int) string {
+	if cores < 1 {
+		cores = 1
+	}
+	switch r.Shape.Kind {
+	case KindDurable:
+		s := fmt.Sprintf("%.1f %% of disk bandwidth", 100*r.BytesPerSec/LimitDiskBytes)
+		if r.Shape.Payload == 1024 {
+			s = fmt.Sprintf("%.1f %% of the group-commit limit (%s 1 KiB/s); ", 100*r.RecordsPerSec/LimitGroupCommit1KiB, FormatRate(LimitGroupCommit1KiB)) + s
+		}
+		return s
+	case KindReplay, KindGroup:
+		return fmt.Sprintf("%.1f %% of the UDP path; %.1f %% of AES-GCM on %d cores", 100*r.BytesPerSec/LimitUDPBytes,
+			100*r.BytesPerSec/(LimitAESBytesPerCore*float64(cores)), cores)
+	default:
+		return fmt.Sprintf("%.2f %% of the UDP path; %.2f %% of AES-GCM on %d cores", 100*r.BytesPerSec/LimitUDPBytes,
+			100*r.BytesPerSec/(LimitAESBytesPerCore*float64(cores)), cores)
+	}
+}
+
+// WriteMarkdown writes the report: command, machine, targets (met or missed with the
+// size), side-by-side rows, every Felix and peer figure, the physical-limit shares, and
+// the charts (imgRel is the chart directory relative to the Markdown file).
+func (c *CompareReport) WriteMarkdown(w io.Writer, command, note string, charts []string, imgRel string) error {
+	var b strings.Builder
+	m := c.Machine
+	fmt.Fprintf(&b, "# Felix benchmark harness: Felix beside its peers\n\n")
+	fmt.Fprintf(&b, "Generated by `%s` on %s (took %s). Regenerate with the same command; docs/benchmarks-harness.md explains every figure.\n\n",
+		command, m.Date.Format("2006-01-02 15:04 UTC"), c.Elapsed.Round(time.Second))
+	fmt.Fprintf(&b, "Machine: %s, %d cores, kernel %s, %s, commit %s. Every system ran on this machine over loopback, one after another, "+
+		"each run %v measured after %v of warm-up.\n\n", m.CPUModel, m.Cores, m.Kernel, m.GoVersion, m.GitCommit, c.Settings.Duration, c.Settings.Warmup)
+	if note != "" {
+		fmt.Fprintf(&b, "%s\n\n", note)
+	}
+	b.WriteString("## Targets (issue 10)\n\n| target | wanted | measured | met |\n| --- | --- | --- | --- |\n")
+	for _, t := range c.Targets {
+		met := "**missed**"
+		if t.Met {
+			met = "met"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", t.Name, t.Want, t.Got, met)
+	}
+	b.WriteString("\n## Side by side\n\nRatio is Felix ÷ peer (latency rows: peer ÷ Felix), so above 1 Felix is ahead.\n\n")
+	b.WriteString("| comparison | metric | Felix | peer | peer system | ratio |\n| --- | --- | ---: | ---: | --- | ---: |\n")
+	for _, r := range c.Rows {
+		fmt.Fprintf(&b, "| %s | %s | %.4g | %.4g | %s | %.2f |\n", r.Label, r.Metric, r.Felix, r.Peer, r.PeerIs, r.Ratio)
+	}
+	b.WriteString("\n## Felix, every shape\n\n")
+	if err := WriteResultsTable(&b, c.Felix); err != nil {
+		return err
+	}
+	b.WriteString("\n### Share of the physical limit\n\nLimits from shared/design/NOTES.md: fdatasync 3.1 k/s with 64 KiB commits, " +
+		"O_DIRECT 2.2 GB/s, loopback UDP with GSO/GRO 33 Gbit/s, AES-128-GCM 3.9 GB/s per core.\n\n| shape | share |\n| --- | --- |\n")
+	for _, r := range c.Felix {
+		fmt.Fprintf(&b, "| %s | %s |\n", r.Shape.Name, LimitShare(r, m.Cores))
+	}
+	if len(c.Peers) > 0 {
+		b.WriteString("\n## Peers\n\n")
+		if err := WriteResultsTable(&b, c.Peers); err != nil {
+			return err
+		}
+	}
+	if len(c.Skipped) > 0 || len(c.Failed) > 0 {
+		b.WriteString("\n## Not measured\n\n")
+		for _, s := range c.Skipped {
+			fmt.Fprintf(&b, "- skipped: %s\n", oneLine(s))
+		}
+		for _, s := range c.Failed {
+			fmt.Fprintf(&b, "- failed (no figure reported): %s\n", oneLine(s))
+		}
+	}
+	if len(charts) > 0 {
+		b.WriteString("\n## Charts\n\n")
+		for _, ch := range charts {
+			fmt.Fprintf(&b, "![%s](%s)\n\n", strings.TrimSuffix(filepath.Base(ch), filepath.Ext(ch)), filepath.ToSlash(filepath.Join(imgRel, filepath.Base(ch))))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 400 {
+		s = s[:400] + "…"
+	}
+	return s
+}
+
+// WriteCharts draws, into dir, one latency chart per shape (Felix and the peers measured
+// for it) and one throughput chart of every result, and returns the files written.
+func (c *CompareReport) WriteCharts(dir, ext string) ([]string, error) {
+	byShape := map[string][]Result{}
+	var order []string
+	for _, r := range append(append([]Result{}, c.Felix...), c.Peers...) {
+		if _, ok := byShape[r.Shape.Name]; !ok {
+			order = append(order, r.Shape.Name)
+		}
+		byShape[r.Shape.Name] = append(byShape[r.Shape.Name], r)
+	}
+	sort.Strings(order)
+	var files []string
+	var errs []error
+	for _, name := range order {
+		if name == "" {
+			continue
+		}
+		f := filepath.Join(dir, "latency-"+name+ext)
+		if err := LatencyChart("latency: "+name, byShape[name], f); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, r := range byShape[name] {
+			if r.Latency.Count > 0 {
+				files = append(files, f)
+				break
+			}
+		}
+	}
+	all := append(append([]Result{}, c.Felix...), c.Peers...)
+	f := filepath.Join(dir, "throughput"+ext)
+	if err := ThroughputChart("throughput per shape", all, f); err != nil {
+		errs = append(errs, err)
+	} else if len(all) > 0 {
+		files = append(files, f)
+	}
+	return files, errors.Join(errs...)
+}

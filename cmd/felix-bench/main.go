@@ -1,0 +1,438 @@
+// Command felix-bench runs Felix's benchmark harness (package bench; issue 10): workloads
+// against a felix-broker it starts itself, the peers side by side (compare), and capacity
+// planning (plan). docs/benchmarks-harness.md is the guide.
+//
+//	felix-bench run --shapes pubsub-1k,cache-256-c50 [--rate 50000] [--json out.jsonl] [--charts dir]
+//	felix-bench plan --shape pubsub-1k --slo-p99 2ms
+//	felix-bench compare --out docs/bench/harness.md --img docs/bench/img
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"felix/bench"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := root().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "felix-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// globals are the flags every subcommand shares.
+type globals struct {
+	brokerBin string
+	workDir   string
+	cores     int
+	jsonOut   string
+	verbose   bool
+	warmup    time.Duration
+	duration  time.Duration
+	drain     time.Duration
+	refuse    bool
+}
+
+func root() *cobra.Command {
+	g := &globals{}
+	cmd := &cobra.Command{
+		Use:           "felix-bench",
+		Short:         "Felix benchmark harness: workloads, peers side by side, capacity planning",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&g.brokerBin, "broker-bin", "", "felix-broker binary (default: go build ./cmd/felix-broker into the work dir)")
+	pf.StringVar(&g.workDir, "work-dir", "", "scratch directory for brokers' data (default: a temp dir, removed at exit)")
+	pf.IntVar(&g.cores, "cores", 0, "broker engine cores, FELIX_CORE_SHARDS (0 = one per CPU)")
+	pf.StringVar(&g.jsonOut, "json", "", "write JSON lines (machine facts, every setting, every result) to this file")
+	pf.BoolVar(&g.verbose, "verbose", false, "show the brokers' and peers' output on stderr")
+	pf.DurationVar(&g.warmup, "warmup", time.Second, "warm-up before each measured phase (excluded)")
+	pf.DurationVar(&g.duration, "duration", 5*time.Second, "measured phase of each run")
+	pf.DurationVar(&g.drain, "drain", 20*time.Second, "how long deliveries may trail the last send before a run fails as unaccounted")
+	pf.BoolVar(&g.refuse, "refuse-small", false, "fail a run that moves no more than the QUIC send window (default: warn)")
+	cmd.AddCommand(runCmd(g), planCmd(g), compareCmd(g), shapesCmd())
+	return cmd
+}
+
+func (g *globals) settings(rate float64) bench.Settings {
+	return bench.Settings{Warmup: g.warmup, Duration: g.duration, Drain: g.drain, Rate: rate, Scale: 1, RefuseSmall: g.refuse}
+}
+
+// env is what a subcommand works with: the repository, a runner, the JSON sink.
+type env struct {
+	root    string
+	work    string
+	runner  *bench.Runner
+	machine bench.Machine
+	jsonW   io.Writer
+	cleanup []func()
+}
+
+func (e *env) close() {
+	for i := len(e.cleanup) - 1; i >= 0; i-- {
+		e.cleanup[i]()
+	}
+}
+
+func (g *globals) setup(ctx context.Context) (*env, error) {
+	root, err := bench.RepoRoot(".")
+	if err != nil {
+		return nil, err
+	}
+	e := &env{root: root, jsonW: io.Discard}
+	e.work = g.workDir
+	if e.work == "" {
+		if e.work, err = os.MkdirTemp("", "felix-bench"); err != nil {
+			return nil, err
+		}
+		dir := e.work
+		e.cleanup = append(e.cleanup, func() { os.RemoveAll(dir) })
+	} else if err := os.MkdirAll(e.work, 0o755); err != nil {
+		return nil, err
+	}
+	bin := g.brokerBin
+	if bin == "" {
+		fmt.Fprintln(os.Stderr, "building felix-broker ...")
+		if bin, err = bench.BuildBroker(ctx, root, e.work); err != nil {
+			e.close()
+			return nil, err
+		}
+	}
+	e.runner = &bench.Runner{Binary: bin, WorkDir: e.work, Cores: g.cores}
+	if g.verbose {
+		e.runner.BrokerLog = os.Stderr
+	}
+	e.cleanup = append(e.cleanup, e.runner.Close)
+	e.machine = bench.ReadMachine(root)
+	if g.jsonOut != "" {
+		if err := os.MkdirAll(filepath.Dir(g.jsonOut), 0o755); err != nil {
+			e.close()
+			return nil, err
+		}
+		f, err := os.Create(g.jsonOut)
+		if err != nil {
+			e.close()
+			return nil, err
+		}
+		e.jsonW = f
+		e.cleanup = append(e.cleanup, func() { f.Close() })
+	}
+	if err := bench.WriteJSONLine(e.jsonW, "", e.machine); err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// bar is a progress bar on stderr, only when stderr is a terminal.
+type bar struct{ pb *progressbar.ProgressBar }
+
+func newBar(desc string) *bar {
+	fi, err := os.Stderr.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return &bar{}
+	}
+	return &bar{pb: progressbar.NewOptions(1000, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription(desc),
+		progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(100*time.Millisecond))}
+}
+
+func (b *bar) describe(s string) {
+	if b.pb != nil {
+		b.pb.Describe(s)
+	}
+}
+
+func (b *bar) set(frac float64) {
+	if b.pb != nil {
+		_ = b.pb.Set(int(frac * 1000))
+	}
+}
+
+func (b *bar) finish() {
+	if b.pb != nil {
+		_ = b.pb.Finish()
+	}
+}
+
+func shapesCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "shapes",
+		Short: "list the built-in shapes",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, n := range bench.ShapeNames() {
+				s, _ := bench.ShapeByName(n)
+				fmt.Fprintf(cmd.OutOrStdout(), "%-22s %-8s %6d B  %s (fsync %s)\n", n, s.Kind, s.Payload, s.Note, s.FsyncMode)
+			}
+			return nil
+		},
+	}
+}
+
+func runCmd(g *globals) *cobra.Command {
+	var shapes, charts string
+	var rate float64
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "run shapes against a broker and print a Markdown table",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			names := bench.ShapeNames()
+			if shapes != "all" {
+				names = strings.Split(shapes, ",")
+			}
+			var list []bench.Shape
+			for _, n := range names {
+				s, err := bench.ShapeByName(strings.TrimSpace(n))
+				if err != nil {
+					return err
+				}
+				list = append(list, s)
+			}
+			e, err := g.setup(ctx)
+			if err != nil {
+				return err
+			}
+			defer e.close()
+			b := newBar("")
+			e.runner.Progress = b.set
+			var results []bench.Result
+			var failed []error
+			for i, s := range list {
+				b.describe(fmt.Sprintf("[%d/%d] %s", i+1, len(list), s.Name))
+				res, err := e.runner.Run(ctx, s, g.settings(rate))
+				if err != nil {
+					failed = append(failed, err)
+					fmt.Fprintln(os.Stderr, "FAILED:", err)
+					continue
+				}
+				results = append(results, res)
+				if err := bench.WriteJSONLine(e.jsonW, "result", res); err != nil {
+					return err
+				}
+			}
+			b.finish()
+			if err := bench.WriteResultsTable(cmd.OutOrStdout(), results); err != nil {
+				return err
+			}
+			if charts != "" {
+				rep := &bench.CompareReport{Felix: results}
+				if err := os.MkdirAll(charts, 0o755); err != nil {
+					return err
+				}
+				files, err := rep.WriteCharts(charts, ".svg")
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "charts: %s\n", strings.Join(files, " "))
+			}
+			return errors.Join(failed...)
+		},
+	}
+	cmd.Flags().StringVar(&shapes, "shapes", "all", "comma-separated shape names, or all (see felix-bench shapes)")
+	cmd.Flags().Float64Var(&rate, "rate", 0, "open loop at this many records/s in total (0 = closed loop)")
+	cmd.Flags().StringVar(&charts, "charts", "", "write SVG charts into this directory")
+	return cmd
+}
+
+func planCmd(g *globals) *cobra.Command {
+	var shape, chart string
+	var slo time.Duration
+	var steps int
+	var maxRate float64
+	var stepDur time.Duration
+	cmd := &cobra.Command{
+		Use:   "plan",
+		Short: "sweep the offered rate of a shape and find the knee: the highest rate whose p99 stays under the SLO",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			s, err := bench.ShapeByName(shape)
+			if err != nil {
+				return err
+			}
+			if slo <= 0 {
+				return fmt.Errorf("--slo-p99 must be positive")
+			}
+			e, err := g.setup(ctx)
+			if err != nil {
+				return err
+			}
+			defer e.close()
+			st := g.settings(0)
+			if cmd.Flags().Changed("step-duration") || !cmd.Flags().Changed("duration") {
+				st.Duration = stepDur
+			}
+			b := newBar("plan " + shape)
+			n := 0
+			opts := bench.PlanOptions{Shape: s, SLOP99: slo, Steps: steps, Step: st, MaxRate: maxRate,
+				OnPoint: func(p bench.PlanPoint) {
+					n++
+					b.describe(fmt.Sprintf("plan %s: point %d at %s/s", shape, n, bench.FormatRate(p.Offered)))
+					b.set(float64(n) / float64(steps+3))
+				}}
+			pl, err := bench.RunPlan(ctx, e.runner, opts)
+			b.finish()
+			if pl.Points == nil && err != nil {
+				return err
+			}
+			_ = bench.WriteJSONLine(e.jsonW, "plan", pl)
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "Capacity plan for %s, SLO p99 ≤ %v (closed-loop maximum %s records/s; %s)\n\n",
+				shape, slo, bench.FormatRate(pl.ClosedMax), e.machine.CPUModel)
+			fmt.Fprintln(out, "| offered/s | achieved/s | MB/s | p50 | p99 | p99.9 | broker CPU (cores) | RSS | within SLO |")
+			fmt.Fprintln(out, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+			for i, p := range pl.Points {
+				mark := "no"
+				if p.WithinSLO {
+					mark = "yes"
+				}
+				if i == pl.Knee {
+					mark = "**knee**"
+				}
+				if p.Err != "" {
+					mark = "failed: " + p.Err
+				}
+				fmt.Fprintf(out, "| %s | %s | %.1f | %s | %s | %s | %.2f | %.0f MiB | %s |\n", bench.FormatRate(p.Offered), bench.FormatRate(p.Achieved),
+					p.BytesPS/1e6, bench.FormatLatency(p.P50), bench.FormatLatency(p.P99), bench.FormatLatency(p.P999), p.CPUCores,
+					float64(p.RSS)/(1<<20), mark)
+			}
+			fmt.Fprintln(out)
+			if pl.Knee >= 0 {
+				k := pl.Points[pl.Knee]
+				fmt.Fprintf(out, "Knee: %s records/s (%s), p99 %s, broker %.2f cores (%.0f %% per core of %d), RSS %.0f MiB\n",
+					bench.FormatRate(k.Offered), bench.FormatBytes(k.BytesPS), bench.FormatLatency(k.P99), k.CPUCores,
+					100*k.CPUCores/float64(e.machine.Cores), e.machine.Cores, float64(k.RSS)/(1<<20))
+				fmt.Fprintf(out, "Sizing: %s\n", pl.SizingLine(e.machine))
+			}
+			if chart == "" {
+				chart = "plan-" + shape + ".svg"
+			}
+			if cerr := bench.PlanChart(pl, chart); cerr != nil {
+				return errors.Join(err, cerr)
+			}
+			fmt.Fprintf(out, "Chart: %s\n", chart)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&shape, "shape", "pubsub-1k", "shape to plan (felix-bench shapes)")
+	f.DurationVar(&slo, "slo-p99", 2*time.Millisecond, "p99 latency SLO")
+	f.IntVar(&steps, "steps", 8, "evenly spaced rates up to the closed-loop maximum (two bisection steps follow)")
+	f.Float64Var(&maxRate, "max-rate", 0, "sweep up to this rate instead of probing the closed-loop maximum")
+	f.DurationVar(&stepDur, "step-duration", 3*time.Second, "measured phase of each point")
+	f.StringVar(&chart, "chart", "", "latency-throughput chart (.svg or .png; default plan-<shape>.svg)")
+	return cmd
+}
+
+func compareCmd(g *globals) *cobra.Command {
+	var out, img, note string
+	var noPeers bool
+	cmd := &cobra.Command{
+		Use:   "compare",
+		Short: "run every comparison shape on Felix and its peers (NATS JetStream, Redis) and write the report",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			e, err := g.setup(ctx)
+			if err != nil {
+				return err
+			}
+			defer e.close()
+			opts := bench.CompareOptions{Settings: g.settings(0)}
+			if !noPeers {
+				fmt.Fprintln(os.Stderr, "building felix-peers (bench/peers module) ...")
+				pbin, err := bench.BuildPeers(ctx, e.root, e.work)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "peers skipped:", err)
+				} else {
+					opts.Peers = &bench.Peers{Bin: pbin, WorkDir: filepath.Join(e.work, "peers")}
+					if g.verbose {
+						opts.Peers.Log = os.Stderr
+					}
+				}
+			}
+			b := newBar("compare")
+			opts.OnStep = func(step string, i, total int) {
+				b.describe(fmt.Sprintf("[%d/%d] %s", i, total, step))
+				if b.pb == nil {
+					fmt.Fprintf(os.Stderr, "[%d/%d] %s\n", i, total, step)
+				}
+			}
+			e.runner.Progress = b.set
+			rep, err := bench.Compare(ctx, e.runner, opts, e.machine)
+			b.finish()
+			if err != nil {
+				return err
+			}
+			for _, r := range rep.Felix {
+				_ = bench.WriteJSONLine(e.jsonW, "result", r)
+			}
+			for _, r := range rep.Peers {
+				_ = bench.WriteJSONLine(e.jsonW, "peer_result", r)
+			}
+			for _, t := range rep.Targets {
+				_ = bench.WriteJSONLine(e.jsonW, "target", t)
+			}
+			var charts []string
+			if img != "" {
+				if err := os.MkdirAll(img, 0o755); err != nil {
+					return err
+				}
+				if charts, err = rep.WriteCharts(img, ".svg"); err != nil {
+					fmt.Fprintln(os.Stderr, "charts:", err)
+				}
+			}
+			command := "felix-bench " + strings.Join(os.Args[1:], " ")
+			if v := os.Getenv("FELIX_BENCH_COMMAND"); v != "" {
+				command = v
+			}
+			if err := rep.WriteMarkdown(cmd.OutOrStdout(), command, note, charts, img); err != nil {
+				return err
+			}
+			if out != "" {
+				if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+					return err
+				}
+				f, err := os.Create(out)
+				if err != nil {
+					return err
+				}
+				rel, rerr := filepath.Rel(filepath.Dir(out), img)
+				if rerr != nil || img == "" {
+					rel = img
+				}
+				if err := rep.WriteMarkdown(f, command, note, charts, rel); err != nil {
+					f.Close()
+					return err
+				}
+				if err := f.Close(); err != nil {
+					return err
+				}
+				fmt.Fprintln(os.Stderr, "wrote", out)
+			}
+			if len(rep.Failed) > 0 {
+				return fmt.Errorf("%d runs failed (listed in the report)", len(rep.Failed))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&out, "out", "", "also write the Markdown report to this file")
+	f.StringVar(&img, "img", "", "write SVG charts into this directory (linked from the report)")
+	f.StringVar(&note, "note", "", "a paragraph added under the machine line (e.g. what else ran on the machine)")
+	f.BoolVar(&noPeers, "no-peers", false, "Felix figures only")
+	return cmd
+}
