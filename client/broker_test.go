@@ -3,8 +3,12 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -646,5 +650,36 @@ func TestPublisherConcurrentOrder(t *testing.T) {
 			t.Fatalf("writer %d: record %d arrived, want %d", w, i, next[w])
 		}
 		next[w]++
+	}
+}
+
+// The three trust modes: a CA pool (here the broker's own certificate), insecure, and the
+// fingerprint pin (covered by every other test).
+func TestDialTLSModes(t *testing.T) {
+	env := writeCert(t)
+	b := startBroker(t, "", env...)
+	certPEM, err := os.ReadFile(strings.TrimPrefix(env[0], "FELIX_TLS_CERT="))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(certPEM) {
+		t.Fatal("cert pool")
+	}
+	ctx := testCtx(t)
+	c, err := Dial(ctx, b.info.QUICAddr, WithToken(b.token), WithTLSConfig(&tls.Config{RootCAs: pool, ServerName: "localhost"}))
+	if err != nil {
+		t.Fatalf("CA-verified dial: %v", err)
+	}
+	c.Close()
+	c, err = Dial(ctx, b.info.QUICAddr, WithToken(b.token), WithInsecureSkipVerify())
+	if err != nil {
+		t.Fatalf("insecure dial: %v", err)
+	}
+	c.Close()
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := Dial(short, b.info.QUICAddr, WithToken(b.token), WithTLSConfig(&tls.Config{ServerName: "localhost"})); err == nil {
+		t.Fatal("system roots accepted a self-signed broker")
 	}
 }
