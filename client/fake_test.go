@@ -488,7 +488,8 @@ func TestWatch(t *testing.T) {
 }
 
 // An event stream ending under a live subscription: the SDK re-subscribes from the next
-// offset, and an offset jump in the frames is reported as a gap (skipped_before is not).
+// offset, an offset jump in the frames is reported as a gap (skipped_before is not), and
+// offsets delivered before are never delivered again.
 func TestSubscriptionGapsAndResume(t *testing.T) {
 	var mu sync.Mutex
 	subs := 0
@@ -520,7 +521,10 @@ func TestSubscriptionGapsAndResume(t *testing.T) {
 		if s.Start == nil || s.Start.Kind != proto.StartOffset || s.Start.Offset != 8 {
 			x.fb.t.Errorf("re-subscribe start %+v, want offset 8", s.Start)
 		}
+		// An overlapping frame (offsets 6..8) and a repeat of 8: only offset 8 is new.
+		frames = proto.AppendSharedEventBatch(frames, 6, true, [][]byte{[]byte("g"), []byte("h"), []byte("i")})
 		frames = proto.AppendSharedEventBatch(frames, 8, true, [][]byte{[]byte("i")})
+		frames = proto.AppendSharedEventBatch(frames, 9, true, [][]byte{[]byte("j")})
 		_, _ = es.Write(frames)
 	})
 	c := fb.dial()
@@ -534,7 +538,7 @@ func TestSubscriptionGapsAndResume(t *testing.T) {
 		off uint64
 		gap uint64
 		p   string
-	}{{0, 0, "a"}, {1, 0, "b"}, {5, 3, "f"}, {7, 0, "h"}, {8, 0, "i"}}
+	}{{0, 0, "a"}, {1, 0, "b"}, {5, 3, "f"}, {7, 0, "h"}, {8, 0, "i"}, {9, 0, "j"}}
 	for _, w := range want {
 		r, err := sub.Next(ctx)
 		if err != nil {

@@ -280,6 +280,18 @@ func (s *Subscription) read(shard uint32, es *eventStream, next *uint64, haveNex
 		if len(f.eb.Payloads) == 0 {
 			continue
 		}
+		if f.eb.WithOffsets && *haveNext && f.eb.BaseOffset < *next {
+			// Already delivered (an overlap after a re-subscribe): never deliver twice.
+			skip := *next - f.eb.BaseOffset
+			if skip >= uint64(len(f.eb.Payloads)) {
+				continue
+			}
+			f.eb.Payloads = f.eb.Payloads[skip:]
+			if f.eb.WithPublishers {
+				f.eb.Publishers = f.eb.Publishers[skip:]
+			}
+			f.eb.BaseOffset, f.eb.SkippedBefore = *next, 0
+		}
 		if f.eb.WithOffsets {
 			expect := f.eb.BaseOffset - f.eb.SkippedBefore
 			if *haveNext && expect > *next {
