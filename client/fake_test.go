@@ -539,14 +539,24 @@ func TestSubscriptionGapsAndResume(t *testing.T) {
 		gap uint64
 		p   string
 	}{{0, 0, "a"}, {1, 0, "b"}, {5, 3, "f"}, {7, 0, "h"}, {8, 0, "i"}, {9, 0, "j"}}
+	records := sub.Records(ctx)
 	for _, w := range want {
-		r, err := sub.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
+		r, ok := <-records
+		if !ok {
+			t.Fatal(sub.Err())
 		}
 		if r.Offset != w.off || r.Gap != w.gap || string(r.Payload) != w.p {
 			t.Fatalf("got offset %d gap %d %q, want %+v", r.Offset, r.Gap, r.Payload, w)
 		}
+	}
+	if sub.Err() != nil {
+		t.Fatalf("Err while the channel is open: %v", sub.Err())
+	}
+	sub.Close()
+	for range records {
+	}
+	if !errors.Is(sub.Err(), ErrClosed) {
+		t.Fatalf("Err after Close: %v", sub.Err())
 	}
 }
 

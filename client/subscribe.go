@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"felix/proto"
@@ -85,6 +86,8 @@ type Subscription struct {
 
 	cur *eventFrame
 	idx int
+
+	chErr atomic.Pointer[error] // why the Records channel closed
 }
 
 // eventFrame is one decoded event batch of one shard.
@@ -376,5 +379,42 @@ func (s *Subscription) Next(ctx context.Context) (Record, error) {
 func (s *Subscription) Close() error {
 	s.cancel()
 	s.wg.Wait()
+	return nil
+}
+
+// Records delivers the subscription's records on a channel, for range loops and select:
+// a goroutine calls Next until it fails (ctx ending, Close, or a subscription error), then
+// closes the channel; Err reports why. Use either Records or Next, not both.
+func (s *Subscription) Records(ctx context.Context) <-chan Record {
+	ch := make(chan Record)
+	go func() {
+		defer close(ch)
+		for {
+			r, err := s.Next(ctx)
+			if err != nil {
+				s.chErr.Store(&err)
+				return
+			}
+			select {
+			case ch <- r:
+			case <-ctx.Done():
+				err := ctx.Err()
+				s.chErr.Store(&err)
+				return
+			case <-s.ctx.Done():
+				err := ErrClosed
+				s.chErr.Store(&err)
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// Err returns why the channel of Records closed (nil while it is open).
+func (s *Subscription) Err() error {
+	if p := s.chErr.Load(); p != nil {
+		return *p
+	}
 	return nil
 }
