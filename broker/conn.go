@@ -16,9 +16,11 @@ import (
 )
 
 // ServerFlags are the FLX1 capability bits this broker advertises in auth_ok
-// (spec/client-protocol.md §3, §4): the v1 KNOWN_FLAGS 0x003F. Each side uses the
-// intersection with what the client offered.
-const ServerFlags = proto.KnownFlagsV1
+// (spec/client-protocol.md §3, §4): the v1 KNOWN_FLAGS 0x003F plus 0x2000 (idempotent binary
+// publish, §8.10) = 0x203F. Each side uses the intersection with what the client offered.
+// 0x0800 (skipped offsets) and 0x1000 (publishers) are not advertised: a single node writes
+// no generation-start records and does not record publishers.
+const ServerFlags = proto.KnownFlagsV1 | proto.FlagPublishIdempotent
 
 // serverFeatures are the JSON-only features of spec §8.0 this broker implements; auth_ok
 // lists the intersection with the client's list.

@@ -723,3 +723,33 @@ func TestAuthOffAndIdempotentPublish(t *testing.T) {
 		}
 	}
 }
+
+func TestIdempotentBinaryPublish(t *testing.T) {
+	b := startBroker(t, "")
+	b.createStream("default", "default", "pay", true)
+	c := b.dial()
+	s := openStream(t, c)
+	ok, _ := s.auth("default", b.token, flagsPtr(v1Flags|proto.FlagPublishIdempotent)).(*proto.AuthOK)
+	if ok == nil || ok.ServerFlags&proto.FlagPublishIdempotent == 0 {
+		t.Fatalf("0x2000 not advertised: %+v", ok)
+	}
+	batch := &proto.PublishBatch{Acked: true, RequestID: 9, AckMode: proto.AckPerBatch, ProducerID: []byte("producer-1"),
+		TenantID: []byte("default"), Namespace: []byte("default"), Stream: []byte("pay"), Payloads: [][]byte{[]byte("charge")}}
+	frame, err := proto.AppendPublishBatch(nil, batch)
+	if err != nil || frame[7] != 0x09 || frame[6] != 0x20 {
+		t.Fatalf("frame flags %x %v", frame[6:8], err)
+	}
+	for attempt := 0; attempt < 2; attempt++ { // a retry after an indeterminate answer
+		s.raw(frame)
+		h, body, err := s.next()
+		var ack proto.PublishAck
+		if err != nil || h.Flags != proto.FlagBinaryPublishAck || proto.DecodePublishAck(body, &ack) != nil || ack.Status != proto.AckStatusOK || ack.RequestID != 9 {
+			t.Fatalf("attempt %d: %+v %v", attempt, ack, err)
+		}
+	}
+	id := uint64(10)
+	s.send(&proto.Publish{TenantID: "default", Namespace: "default", Stream: "pay", Payload: []byte("next"), RequestID: &id})
+	if pok, ok := s.msg().(*proto.PublishOK); !ok || *pok.FirstOffset != 1 {
+		t.Fatalf("the retry was appended twice: next record at %+v", pok)
+	}
+}
