@@ -136,20 +136,26 @@ func (s *session) send(id uint64, c *call, appendFrame func([]byte) []byte) erro
 	return nil // c was (or will be) told ErrIndeterminate by fail
 }
 
+// calls recycles the call records of synchronous requests (with their channels).
+var calls = sync.Pool{New: func() any { return &call{ch: make(chan result, 1)} }}
+
 // call sends m with request id id and waits for its answer. The context ending while
 // waiting is ErrIndeterminate (the request was sent).
 func (s *session) call(ctx context.Context, id uint64, m proto.Message) (reply, error) {
-	c := &call{ch: make(chan result, 1)}
+	c := calls.Get().(*call)
 	if err := s.send(id, c, func(dst []byte) []byte { return proto.AppendMessage(dst, m) }); err != nil {
+		calls.Put(c) // not registered: nothing can deliver to it
 		return reply{}, err
 	}
 	select {
 	case res := <-c.ch:
+		calls.Put(c)
 		return res.r, res.err
 	case <-ctx.Done():
 		s.mu.Lock()
 		delete(s.pending, id)
 		s.mu.Unlock()
+		// c is not recycled: a delivery may already be on its way.
 		return reply{}, indeterminate(ctx.Err())
 	}
 }
