@@ -115,6 +115,15 @@ func (s *Server) open() error {
 		return err
 	}
 	s.global = netq.NewByteBudget(cfg.PublishInflightBytes)
+	s.metrics.NewGauge("felix_broker_connections_active", func() float64 { return float64(s.listener.Active()) })
+	s.metrics.NewGauge("felix_broker_connections_refused_total", func() float64 { return float64(s.listener.Refused()) })
+	s.metrics.NewGauge("felix_broker_publish_inflight_bytes", func() float64 { return float64(s.global.Used()) })
+	s.metrics.NewGauge("felix_broker_ready", func() float64 {
+		if s.ready.Load() {
+			return 1
+		}
+		return 0
+	})
 	return nil
 }
 

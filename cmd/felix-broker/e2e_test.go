@@ -459,7 +459,7 @@ func TestOpsEndpointsAndPrintConfig(t *testing.T) {
 			t.Fatalf("log line is not slog JSON: %q (%v)", line, err)
 		}
 	}
-	for path, want := range map[string]string{"/live": "ok", "/ready": "ok", "/replication/halted": "[]", "/metrics": "felix_broker_connections_total"} {
+	for path, want := range map[string]string{"/live": "ok", "/ready": "ok", "/replication/halted": "[]", "/metrics": "felix_broker_connections_active"} {
 		resp, err := http.Get("http://" + b.info.HTTPAddr + path)
 		if err != nil {
 			t.Fatal(err)
