@@ -753,3 +753,54 @@ func TestIdempotentBinaryPublish(t *testing.T) {
 		t.Fatalf("the retry was appended twice: next record at %+v", pok)
 	}
 }
+
+// A subscriber that stops reading is bounded by its queue (drop_new): the publisher keeps
+// being acknowledged, and the subscriber later sees a gap, not unbounded buffering.
+func TestSlowSubscriberIsBounded(t *testing.T) {
+	b := startBroker(t, "", "FELIX_SUBSCRIBER_QUEUE_CAPACITY=4")
+	b.createStream("default", "default", "firehose", false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sc, err := quic.DialAddr(ctx, b.info.QUICAddr, netq.PinnedClientTLS(b.info.Fingerprint),
+		&quic.Config{InitialStreamReceiveWindow: 32 << 10, MaxStreamReceiveWindow: 32 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.CloseWithError(0, "")
+	sub := openStream(t, sc)
+	sub.auth("default", b.token, flagsPtr(v1Flags))
+	sub.send(&proto.Subscribe{TenantID: "default", Namespace: "default", Stream: "firehose"})
+	events := acceptEvents(t, sc)
+	sub.msg()
+
+	pub := openStream(t, b.dial())
+	pub.auth("default", b.token, flagsPtr(v1Flags))
+	const n = 400
+	payload := bytes.Repeat([]byte("x"), 4096) // 1.6 MB in all, far past the 32 KiB window
+	for i := 0; i < n; i++ {
+		id := uint64(i)
+		pub.send(&proto.Publish{TenantID: "default", Namespace: "default", Stream: "firehose", Payload: payload, RequestID: &id})
+		if _, ok := pub.msg().(*proto.PublishOK); !ok {
+			t.Fatalf("publish %d not acked while a subscriber stalls", i)
+		}
+	}
+	// Now drain the subscriber: it gets what fit in its window and queue, then a gap.
+	received := 0
+	var batch proto.EventBatch
+	for received < n {
+		events.st.SetReadDeadline(time.Now().Add(2 * time.Second))
+		h, err := events.fr.ReadHeader()
+		if err != nil {
+			break // nothing more queued: the rest was dropped
+		}
+		body, err := events.fr.ReadBody(h, nil)
+		if err != nil || proto.DecodeEventBatch(h.Flags, body, &batch) != nil {
+			t.Fatalf("event frame: %v", err)
+		}
+		received += len(batch.Payloads)
+	}
+	if received == 0 || received >= n {
+		t.Fatalf("stalled subscriber received %d of %d records; want a bounded, non-empty prefix", received, n)
+	}
+	t.Logf("stalled subscriber kept %d of %d records", received, n)
+}
