@@ -56,3 +56,12 @@ soak:
 	FELIX_E2E_FILES=0 FELIX_E2E_KILLS=$(SOAK_KILLS) FELIX_E2E_TIMEOUT=$(SOAK_TIMEOUT) \
 	FELIX_E2E_REPORT=$(CURDIR)/docs/soak.md \
 	$(GO) test -count=1 -timeout 180m -run 'TestCrashCorpus' -v ./e2e/
+
+## bench-compare: Felix beside NATS JetStream and Redis on this machine (the harness builds the peers
+## from bench/peers and installs redis-server itself when root); writes docs/bench/harness.md, its
+## charts under docs/bench/img/ and JSON lines in docs/bench/harness.jsonl (docs/benchmarks-harness.md)
+BENCH_COMPARE_FLAGS ?= --duration 5s --warmup 1s
+bench-compare:
+	-@sysctl -w net.core.rmem_max=8388608 net.core.wmem_max=8388608 >/dev/null 2>&1 || true
+	FELIX_BENCH_COMMAND="make bench-compare" $(GO) run ./cmd/felix-bench compare $(BENCH_COMPARE_FLAGS) \
+	  --out docs/bench/harness.md --img docs/bench/img --json docs/bench/harness.jsonl --note "$(BENCH_NOTE)"

@@ -145,3 +145,28 @@ func TestBrokerStartFailure(t *testing.T) {
 		t.Fatalf("err = %v, want ErrBroker", err)
 	}
 }
+
+func TestPlanSmall(t *testing.T) {
+	r := testRunner(t)
+	sh, _ := ShapeByName("pubsub-1k")
+	var seen int
+	pl, err := RunPlan(context.Background(), r, PlanOptions{Shape: sh, SLOP99: 30 * time.Second, Steps: 2, Step: small,
+		OnPoint: func(PlanPoint) { seen++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.ClosedMax <= 0 || len(pl.Points) < 2 || seen != len(pl.Points) {
+		t.Fatalf("plan %+v (seen %d)", pl, seen)
+	}
+	if pl.Knee < 0 || !pl.Points[pl.Knee].WithinSLO {
+		t.Fatalf("no knee under a 30 s SLO: %+v", pl.Points)
+	}
+	for i := 1; i < len(pl.Points); i++ {
+		if pl.Points[i].Offered < pl.Points[i-1].Offered {
+			t.Fatalf("points not in rate order: %+v", pl.Points)
+		}
+	}
+	if pl.SizingLine(ReadMachine(".")) == "" {
+		t.Fatal("no sizing line")
+	}
+}
