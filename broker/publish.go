@@ -58,7 +58,6 @@ type nameCache struct {
 	durable                   bool
 	allowed                   error
 	valid                     bool
-	generation                uint64
 }
 
 // streamFor resolves the names of a binary batch without allocating when they repeat.

@@ -2,7 +2,6 @@ package netq
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -80,6 +79,6 @@ func benchThroughput(b *testing.B, opts Options, clientMTU uint16) {
 	}
 	s.Close()
 	if n := <-done; n != int64(b.N*len(chunk)) {
-		b.Fatal(fmt.Sprintf("received %d of %d bytes", n, b.N*len(chunk)))
+		b.Fatalf("received %d of %d bytes", n, b.N*len(chunk))
 	}
 }
