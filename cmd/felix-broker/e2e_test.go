@@ -602,6 +602,23 @@ func TestPublishOnlyUniStream(t *testing.T) {
 	if got[0] != "u0" || got[2] != "u2" {
 		t.Fatalf("uni publishes: %v", got)
 	}
+
+	// Anything but a publish on a publish-only stream ends it (STOP_SENDING from the broker).
+	bad, err := c.OpenUniStreamSync(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.Write(proto.AppendMessage(nil, &proto.Auth{TenantID: "default", Token: b.token}))
+	bad.Write(proto.AppendMessage(nil, &proto.Subscribe{TenantID: "default", Namespace: "default", Stream: "logs"}))
+	select {
+	case <-bad.Context().Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("a subscribe on a publish-only stream did not end it")
+	}
+	var se *quic.StreamError
+	if _, err := bad.Write([]byte{0}); !errors.As(err, &se) || se.ErrorCode != netq.CodeProtocol {
+		t.Fatalf("write after the broker ended the stream: %v, want stream error %#x", err, netq.CodeProtocol)
+	}
 }
 
 func TestConsumerGroups(t *testing.T) {
