@@ -54,7 +54,7 @@ SOAK_KILLS   ?= 300
 SOAK_TIMEOUT ?= 150m
 soak:
 	FELIX_E2E_FILES=0 FELIX_E2E_KILLS=$(SOAK_KILLS) FELIX_E2E_TIMEOUT=$(SOAK_TIMEOUT) \
-	FELIX_E2E_REPORT=$(CURDIR)/docs/soak.md \
+	FELIX_E2E_REPORT=$(CURDIR)/docs/soak.md FELIX_E2E_SECTION=soak \
 	$(GO) test -count=1 -timeout 180m -run 'TestCrashCorpus' -v ./e2e/
 
 ## bench-compare: Felix beside NATS JetStream and Redis on this machine (the harness builds the peers

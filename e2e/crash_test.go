@@ -26,17 +26,22 @@ import (
 //	FELIX_E2E_TIMEOUT  whole-test budget (default 9m; keep below go test -timeout)
 //	FELIX_E2E_RSS_MIB  bound on any broker process's peak RSS (default 512)
 //	FELIX_E2E_REPORT   file to write the result tables to (markdown; default none)
+//	FELIX_E2E_SECTION  name of the marked section of that file the tables replace (default "results")
 type config struct {
 	files    int
 	kills    int
 	timeout  time.Duration
 	rssBound int64
 	report   string
+	section  string
 }
 
 func loadConfig(t *testing.T) config {
 	t.Helper()
-	c := config{files: 4000, kills: 20, timeout: 9 * time.Minute, rssBound: 512 << 20, report: os.Getenv("FELIX_E2E_REPORT")}
+	c := config{files: 4000, kills: 20, timeout: 9 * time.Minute, rssBound: 512 << 20, report: os.Getenv("FELIX_E2E_REPORT"), section: "results"}
+	if v := os.Getenv("FELIX_E2E_SECTION"); v != "" {
+		c.section = v
+	}
 	intEnv := func(name string, dst *int) {
 		if v := os.Getenv(name); v != "" {
 			n, err := strconv.Atoi(v)
@@ -130,16 +135,16 @@ func TestCrashCorpus(t *testing.T) {
 	}
 	fmt.Fprintf(&report, "Whole test: %s.\n", time.Since(began).Round(time.Second))
 	if cfg.report != "" {
-		if err := writeReport(cfg.report, report.String()); err != nil {
+		if err := writeReport(cfg.report, cfg.section, report.String()); err != nil {
 			t.Errorf("report: %v", err)
 		}
 	}
 }
 
-// writeReport replaces the part of path between the results markers with body (or appends
-// both markers and body when they are missing).
-func writeReport(path, body string) error {
-	const begin, end = "<!-- results:begin -->", "<!-- results:end -->"
+// writeReport replaces the part of path between the markers of section name with body (or
+// appends both markers and body when they are missing).
+func writeReport(path, name, body string) error {
+	begin, end := "<!-- "+name+":begin -->", "<!-- "+name+":end -->"
 	old, err := os.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {
 		return err
