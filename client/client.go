@@ -49,6 +49,9 @@ type Client struct {
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	redirMu sync.Mutex
+	redirs  map[string]*connSlot // one connection per redirect target (subscriptions, §8.9)
 }
 
 // Capabilities is what the broker negotiated on the latest authenticated stream (spec §4,
@@ -89,7 +92,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	c := &Client{cfg: cfg, addr: addr, tlsCfg: clientTLS(cfg)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for i := 0; i < cfg.conns; i++ {
-		c.slots = append(c.slots, &connSlot{c: c, bo: newBackoff(cfg.backoffMin, cfg.backoffMax)})
+		c.slots = append(c.slots, &connSlot{c: c, addr: addr, bo: newBackoff(cfg.backoffMin, cfg.backoffMax)})
 	}
 	s, err := c.slots[0].dialOnce(ctx)
 	if err == nil {
@@ -154,6 +157,11 @@ func (c *Client) Close() error {
 	for _, s := range c.slots {
 		s.close()
 	}
+	c.redirMu.Lock()
+	for _, s := range c.redirs {
+		s.close()
+	}
+	c.redirMu.Unlock()
 	c.wg.Wait()
 	return nil
 }
@@ -282,9 +290,33 @@ func (c *Client) requireFeature(ctx context.Context, f string) error {
 	return nil
 }
 
+// slotFor returns the connection slot for a broker address: the pool for the address the
+// client dialled (nil), else one connection per redirect target, made on first use with
+// the client's TLS settings and token.
+func (c *Client) slotFor(addr string) *connSlot {
+	if addr == "" || addr == c.addr {
+		return nil
+	}
+	c.redirMu.Lock()
+	defer c.redirMu.Unlock()
+	if c.redirs == nil {
+		c.redirs = map[string]*connSlot{}
+	}
+	s := c.redirs[addr]
+	if s == nil {
+		s = &connSlot{c: c, addr: addr, bo: newBackoff(c.cfg.backoffMin, c.cfg.backoffMax)}
+		if c.ctx.Err() != nil {
+			s.closed = true
+		}
+		c.redirs[addr] = s
+	}
+	return s
+}
+
 // connSlot is one pooled connection and its reconnect schedule.
 type connSlot struct {
 	c      *Client
+	addr   string
 	mu     sync.Mutex
 	cur    *conn
 	bo     backoff
@@ -327,7 +359,7 @@ func (s *connSlot) get(ctx context.Context) (*conn, error) {
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		s.c.cfg.logger.Warn("felix: dial failed", "addr", s.c.addr, "err", err)
+		s.c.cfg.logger.Warn("felix: dial failed", "addr", s.addr, "err", err)
 	}
 }
 
@@ -335,7 +367,7 @@ func (s *connSlot) get(ctx context.Context) (*conn, error) {
 func (s *connSlot) dialOnce(ctx context.Context) (*conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, s.c.cfg.dialTimeout)
 	defer cancel()
-	qc, err := quic.DialAddr(dctx, s.c.addr, s.c.tlsCfg, &quic.Config{
+	qc, err := quic.DialAddr(dctx, s.addr, s.c.tlsCfg, &quic.Config{
 		MaxIncomingUniStreams: 4096,
 		KeepAlivePeriod:       10 * time.Second,
 	})
@@ -343,7 +375,7 @@ func (s *connSlot) dialOnce(ctx context.Context) (*conn, error) {
 	defer s.mu.Unlock()
 	if err != nil {
 		s.notBef = time.Now().Add(s.bo.next())
-		return nil, fmt.Errorf("felix: dial %s: %w", s.c.addr, err)
+		return nil, fmt.Errorf("felix: dial %s: %w", s.addr, err)
 	}
 	if s.closed {
 		_ = qc.CloseWithError(0, "client closed")

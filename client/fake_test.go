@@ -346,7 +346,7 @@ func TestErrorCodesMapped(t *testing.T) {
 			x.reply(&proto.Error{Message: "moved", Code: proto.CodeShardUnavailable, RequestID: m.RequestID})
 		case *proto.Subscribe:
 			x.reply(&proto.NotLeader{TenantID: m.TenantID, Namespace: m.Namespace, Stream: m.Stream, Shard: 2,
-				Owner: proto.Owner{NodeID: "b2", Address: "127.0.0.1:5001"}, Generation: 7})
+				Owner: proto.Owner{NodeID: "b2"}, Generation: 7})
 		}
 	})
 	c := fb.dial()
@@ -359,7 +359,7 @@ func TestErrorCodesMapped(t *testing.T) {
 	mustErrIs(t, c.Put(ctx, "c", "k", nil, 0), ErrShardUnavailable)
 	_, err = c.Subscribe(ctx, "s", Latest, SubscribeOptions{Shards: []uint32{2}})
 	var nl *NotLeaderError
-	if !errors.As(err, &nl) || nl.Address != "127.0.0.1:5001" || nl.Owner != "b2" || nl.Generation != 7 || nl.Shard != 2 {
+	if !errors.As(err, &nl) || nl.Address != "" || nl.Owner != "b2" || nl.Generation != 7 || nl.Shard != 2 {
 		t.Fatalf("not_leader: %#v", err)
 	}
 	mustErrIs(t, err, ErrNotLeader)
@@ -690,7 +690,8 @@ func TestSubscriptionTerminalErrors(t *testing.T) {
 	}{
 		{"trimmed", func(x *exchange, es *quic.SendStream) { _ = es.Close() }, ErrCursor},
 		{"moved", func(x *exchange, es *quic.SendStream) {
-			_, _ = es.Write(proto.AppendMessage(nil, &proto.NotLeader{Stream: "s", Owner: proto.Owner{NodeID: "b2", Address: "127.0.0.1:1"}, Generation: 3}))
+			// No address: nowhere to follow, so the subscription ends with the redirect.
+			_, _ = es.Write(proto.AppendMessage(nil, &proto.NotLeader{Stream: "s", Owner: proto.Owner{NodeID: "b2"}, Generation: 3}))
 			_ = es.Close()
 		}, ErrNotLeader},
 	} {
@@ -821,5 +822,86 @@ func TestLingerAndSealing(t *testing.T) {
 	}
 	if got := fb.count(proto.TypePublishBatch); got != 2 {
 		t.Fatalf("%d batches sent, want 2", got)
+	}
+}
+
+// Redirects (spec §8.9): a subscribe answered not_leader is sent to the owner's address;
+// a not_leader ending a live event stream moves the subscription to the new owner, which
+// is asked for the next offset. Both fakes have their own certificates, so the client
+// runs with WithInsecureSkipVerify.
+func TestSubscriptionFollowsRedirects(t *testing.T) {
+	var mu sync.Mutex
+	var starts []*proto.Start
+	var owner *fakeBroker
+	serve := func(x *exchange, s *proto.Subscribe, base uint64, payloads ...string) *quic.SendStream {
+		es, err := x.conn.OpenUniStream()
+		if err != nil {
+			return nil
+		}
+		var ps [][]byte
+		for _, p := range payloads {
+			ps = append(ps, []byte(p))
+		}
+		frames := proto.AppendMessage(nil, &proto.EventStreamHello{SubscriptionID: 1})
+		frames = proto.AppendSharedEventBatch(frames, base, true, ps)
+		_, _ = es.Write(frames)
+		x.reply(&proto.Subscribed{SubscriptionID: 1})
+		return es
+	}
+	// a: not the owner at first (redirects to b); later the owner again.
+	a := startFake(t, func(x *exchange, m proto.Message) {
+		s, ok := m.(*proto.Subscribe)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		starts = append(starts, s.Start)
+		n := len(starts)
+		mu.Unlock()
+		if n == 1 {
+			x.reply(&proto.NotLeader{Stream: s.Stream, Owner: proto.Owner{NodeID: "b", Address: owner.ln.Addr().String()}, Generation: 2})
+			return
+		}
+		serve(x, s, 2, "c")
+	})
+	b := startFake(t, func(x *exchange, m proto.Message) {
+		s, ok := m.(*proto.Subscribe)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		starts = append(starts, s.Start)
+		mu.Unlock()
+		es := serve(x, s, 0, "a", "b")
+		if es == nil {
+			return
+		}
+		// The shard moves back to a: the event stream ends with not_leader.
+		_, _ = es.Write(proto.AppendMessage(nil, &proto.NotLeader{Stream: s.Stream, Owner: proto.Owner{NodeID: "a", Address: a.ln.Addr().String()}, Generation: 3}))
+		_ = es.Close()
+	})
+	owner = b
+	c, err := Dial(testCtx(t), a.ln.Addr().String(), WithInsecureSkipVerify(), WithToken("t"), WithReconnectBackoff(time.Millisecond, 10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := testCtx(t)
+	sub, err := c.Subscribe(ctx, "s", Earliest, SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	for i, want := range []string{"a", "b", "c"} {
+		r, err := sub.Next(ctx)
+		if err != nil || string(r.Payload) != want || r.Offset != uint64(i) || r.Gap != 0 {
+			t.Fatalf("record %d: %+v %v", i, r, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(starts) != 3 || starts[0].Kind != proto.StartEarliest || starts[1].Kind != proto.StartEarliest ||
+		starts[2].Kind != proto.StartOffset || starts[2].Offset != 2 {
+		t.Fatalf("subscribe starts %+v", starts)
 	}
 }

@@ -99,8 +99,10 @@ type eventFrame struct {
 
 // Subscribe subscribes to stream (in the client's tenant and namespace) from start. It
 // returns once every shard's subscription is registered on the broker (so records
-// published after Subscribe returns are delivered, with Latest too). Errors: *CursorError
-// (ErrCursor), *NotLeaderError, ErrNotFound, ErrUnauthorized, ErrUnsupported (Earliest or
+// published after Subscribe returns are delivered, with Latest too). A not_leader answer
+// is followed: the SDK connects to the owner's address (with the same TLS settings and
+// token) and subscribes there, up to 4 hops. Errors: *CursorError (ErrCursor),
+// *NotLeaderError (too many hops, or no address), ErrNotFound, ErrUnauthorized, ErrUnsupported (Earliest or
 // Offset without the broker's offset flag 0x0020, or WithPublisher without "publishers").
 func (c *Client) Subscribe(ctx context.Context, stream string, start Start, opts SubscribeOptions) (*Subscription, error) {
 	if stream == "" {
@@ -116,8 +118,9 @@ func (c *Client) Subscribe(ctx context.Context, stream string, start Start, opts
 		caps Capabilities
 	}
 	first := make([]opened, len(opts.Shards))
+	addrs := make([]string, len(opts.Shards))
 	for i, shard := range opts.Shards {
-		es, caps, err := s.open(ctx, shard, start)
+		es, caps, err := s.openFollowing(ctx, shard, start, &addrs[i])
 		if err != nil {
 			for _, o := range first[:i] {
 				o.es.st.CancelRead(0)
@@ -129,17 +132,42 @@ func (c *Client) Subscribe(ctx context.Context, stream string, start Start, opts
 	}
 	for i, shard := range opts.Shards {
 		s.wg.Add(1)
-		go s.run(shard, start, first[i].es, first[i].caps)
+		go s.run(shard, start, addrs[i], first[i].es, first[i].caps)
 	}
 	return s, nil
 }
 
-// open registers one shard's subscription (spec §1.3): a fresh authenticated bi stream,
-// subscribe, then subscribed / subscribe_cursor_error / not_leader / error, and the event
-// stream bound by the id in its hello.
-func (s *Subscription) open(ctx context.Context, shard uint32, start Start) (*eventStream, Capabilities, error) {
+// maxRedirects bounds a chain of not_leader answers followed by one subscribe.
+const maxRedirects = 4
+
+// openFollowing is open that follows not_leader redirects (spec §8.9: the client
+// reconnects to the owner's address and subscribes there); *addr is the broker to use
+// ("" = the dialled one) and is updated to the owner that accepted.
+func (s *Subscription) openFollowing(ctx context.Context, shard uint32, start Start, addr *string) (*eventStream, Capabilities, error) {
+	for hop := 0; ; hop++ {
+		es, caps, err := s.open(ctx, shard, start, *addr)
+		var nl *NotLeaderError
+		if err == nil || !errors.As(err, &nl) || nl.Address == "" || hop >= maxRedirects {
+			return es, caps, err
+		}
+		s.c.cfg.logger.Info("felix: subscription redirected", "stream", s.stream, "shard", shard, "owner", nl.Owner, "address", nl.Address, "generation", nl.Generation)
+		*addr = nl.Address
+	}
+}
+
+// open registers one shard's subscription on the broker at addr ("" = the dialled one)
+// (spec §1.3): a fresh authenticated bi stream, subscribe, then subscribed /
+// subscribe_cursor_error / not_leader / error, and the event stream bound by the id in its
+// hello.
+func (s *Subscription) open(ctx context.Context, shard uint32, start Start, addr string) (*eventStream, Capabilities, error) {
 	c := s.c
-	cn, err := c.conn(ctx)
+	var cn *conn
+	var err error
+	if slot := c.slotFor(addr); slot != nil {
+		cn, err = slot.get(ctx)
+	} else {
+		cn, err = c.conn(ctx)
+	}
 	if err != nil {
 		return nil, Capabilities{}, closedOr(c, err)
 	}
@@ -196,8 +224,9 @@ func (s *Subscription) open(ctx context.Context, shard uint32, start Start) (*ev
 	}
 }
 
-// run reads one shard's event stream, and re-subscribes after a transport failure.
-func (s *Subscription) run(shard uint32, start Start, es *eventStream, caps Capabilities) {
+// run reads one shard's event stream, and re-subscribes after a transport failure or a
+// redirect (a not_leader ending the event stream, §8.9) from the next offset.
+func (s *Subscription) run(shard uint32, start Start, addr string, es *eventStream, caps Capabilities) {
 	defer s.wg.Done()
 	var (
 		next     uint64 // next expected offset
@@ -213,8 +242,15 @@ func (s *Subscription) run(shard uint32, start Start, es *eventStream, caps Capa
 			if haveNext {
 				from = Offset(next)
 			}
+			octx, cancel := s.ctx, context.CancelFunc(func() {})
+			if addr != "" {
+				// A redirect target that does not answer is given up for the dialled broker,
+				// which redirects again if it still does not own the shard.
+				octx, cancel = context.WithTimeout(s.ctx, 2*s.c.cfg.dialTimeout)
+			}
 			var err error
-			es, caps, err = s.open(s.ctx, shard, from)
+			es, caps, err = s.openFollowing(octx, shard, from, &addr)
+			cancel()
 			if err != nil {
 				if s.ctx.Err() != nil {
 					return
@@ -223,6 +259,7 @@ func (s *Subscription) run(shard uint32, start Start, es *eventStream, caps Capa
 					s.fail(err)
 					return
 				}
+				addr = ""
 				s.c.cfg.logger.Info("felix: re-subscribe failed; retrying", "stream", s.stream, "shard", shard, "err", err)
 				if !s.sleep(bo.next()) {
 					return
@@ -231,11 +268,23 @@ func (s *Subscription) run(shard uint32, start Start, es *eventStream, caps Capa
 			}
 			bo.reset()
 		}
+		before, had := next, haveNext
 		err := s.read(shard, es, &next, &haveNext)
 		es.st.CancelRead(0)
 		es = nil
 		if s.ctx.Err() != nil {
 			return
+		}
+		var nl *NotLeaderError
+		if errors.As(err, &nl) && nl.Address != "" {
+			// The shard moved: subscribe at the owner. A redirect that delivered nothing
+			// waits a backoff step, so two brokers pointing at each other cannot spin.
+			addr = nl.Address
+			if next == before && had == haveNext && !s.sleep(bo.next()) {
+				return
+			}
+			s.c.cfg.logger.Info("felix: subscription moved", "stream", s.stream, "shard", shard, "address", addr)
+			continue
 		}
 		if terminal(err) {
 			s.fail(err)
