@@ -322,6 +322,7 @@ func (s *session) sendError(code proto.ErrorCode, message string, requestID *uin
 	if s.w == nil {
 		return
 	}
+	s.h.s.m.errorsSent.Inc()
 	s.send(&proto.Error{Message: message, Code: code, RequestID: requestID})
 }
 

@@ -13,6 +13,7 @@ type serverMetrics struct {
 	connections     *metrics.Counter
 	streams         *metrics.Counter
 	protocolErrors  *metrics.Counter
+	errorsSent      *metrics.Counter
 	authFailures    *metrics.Counter
 	publishes       *metrics.Counter
 	publishErrors   *metrics.Counter
@@ -26,6 +27,7 @@ func newServerMetrics(set *metrics.Set) serverMetrics {
 		connections:     set.NewCounter("felix_broker_connections_total"),
 		streams:         set.NewCounter("felix_broker_streams_total"),
 		protocolErrors:  set.NewCounter("felix_broker_protocol_errors_total"),
+		errorsSent:      set.NewCounter("felix_broker_error_answers_total"),
 		authFailures:    set.NewCounter("felix_broker_auth_failures_total"),
 		publishes:       set.NewCounter("felix_broker_publish_batches_total"),
 		publishErrors:   set.NewCounter("felix_broker_publish_errors_total"),
