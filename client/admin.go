@@ -169,6 +169,7 @@ type AdminError struct {
 	Message string
 }
 
+// Error formats the status, code and message.
 func (e *AdminError) Error() string {
 	return fmt.Sprintf("felix admin: HTTP %d %s: %s", e.Status, e.Code, e.Message)
 }

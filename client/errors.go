@@ -59,6 +59,7 @@ type ServerError struct {
 	Message string
 }
 
+// Error formats the code and the broker's message.
 func (e *ServerError) Error() string {
 	if e.Code == "" {
 		return "felix: broker refused: " + e.Message
@@ -126,6 +127,7 @@ type NotLeaderError struct {
 	Generation uint64
 }
 
+// Error names the stream, shard and owner.
 func (e *NotLeaderError) Error() string {
 	return fmt.Sprintf("felix: not leader for %s shard %d: owner %s at %s (generation %d)", e.Stream, e.Shard, e.Owner, e.Address, e.Generation)
 }
@@ -152,6 +154,7 @@ type CursorError struct {
 	Available uint64
 }
 
+// Error names the stream, shard, offsets and reason.
 func (e *CursorError) Error() string {
 	return fmt.Sprintf("felix: subscribe %s shard %d at offset %d: %s (available %d)", e.Stream, e.Shard, e.Requested, e.Reason, e.Available)
 }
