@@ -170,7 +170,8 @@ func (l *Log) stageUnit(s *segment, need int) *unit {
 	for size < need+2*l.block {
 		size *= 2
 	}
-	u := &unit{seg: s, buf: l.getBuf(size), first: l.next, next: l.next}
+	u := l.newUnit()
+	*u = unit{seg: s, buf: l.getBuf(size), first: l.next, next: l.next, cbs: u.cbs[:0]}
 	if s.direct {
 		prefix := int(s.size & int64(l.block-1))
 		copy(u.buf, l.tail[:prefix])
@@ -318,8 +319,7 @@ func (l *Log) maybeZero() error {
 	s.zeroEnd, s.zeroFlight = start, start+n
 	ud := l.d.userData(l, tagZero)
 	if fd := s.wf.Fd(); l.d.r != nil && fd >= 0 {
-		op := ring.Op{Code: ring.OpWrite, FD: int32(fd), Buf: zeroBuf[:n], Off: start, UserData: ud}
-		if err := l.d.prepare(&op); err != nil {
+		if err := l.d.prepare(ring.Op{Code: ring.OpWrite, FD: int32(fd), Buf: zeroBuf[:n], Off: start, UserData: ud}); err != nil {
 			s.zeroFlight = 0
 			if errors.Is(err, ring.ErrTooManyInFlight) {
 				return nil
@@ -432,8 +432,7 @@ func (l *Log) prepareWrite(u *unit, fd int32, b []byte, off int64, ud uint64) er
 	parts := (len(b) + directWriteChunk - 1) / directWriteChunk
 	for i := 0; i < parts; i++ {
 		lo, hi := i*directWriteChunk, min((i+1)*directWriteChunk, len(b))
-		op := ring.Op{Code: ring.OpWrite, FD: fd, Buf: b[lo:hi], Off: off + int64(lo), UserData: ud}
-		err := l.d.prepare(&op)
+		err := l.d.prepare(ring.Op{Code: ring.OpWrite, FD: fd, Buf: b[lo:hi], Off: off + int64(lo), UserData: ud})
 		if err == nil {
 			continue
 		}
@@ -472,8 +471,7 @@ func (l *Log) startSync(tag uint64) error {
 	}
 	ud := l.d.userData(l, tag)
 	if fd := s.wf.Fd(); l.d.r != nil && fd >= 0 {
-		op := ring.Op{Code: ring.OpFdatasync, FD: int32(fd), UserData: ud}
-		if err := l.d.prepare(&op); err != nil {
+		if err := l.d.prepare(ring.Op{Code: ring.OpFdatasync, FD: int32(fd), UserData: ud}); err != nil {
 			l.syncInFlight = false
 			for _, u := range l.units {
 				if u.state == unitSyncing {
@@ -554,8 +552,9 @@ func (l *Log) opDone(tag uint64, res int64, err error) {
 func (l *Log) retire() {
 	for len(l.units) > 0 && l.units[0].state == unitDone {
 		u := l.units[0]
-		l.units[0] = nil
-		l.units = l.units[1:]
+		n := copy(l.units, l.units[1:]) // shift, keeping the backing array
+		l.units[n] = nil
+		l.units = l.units[:n]
 		l.committed.Store(u.next)
 		l.wakeWaiters()
 		for i, cb := range u.cbs {
@@ -578,9 +577,26 @@ func (l *Log) retire() {
 				return
 			}
 		}
+		l.freeUnit(u)
 	}
-	if len(l.units) == 0 {
-		l.units = l.units[:0:0]
+}
+
+// newUnit returns a recycled unit (its cbs slice kept for reuse) or a new one.
+func (l *Log) newUnit() *unit {
+	if n := len(l.freeUnits); n > 0 {
+		u := l.freeUnits[n-1]
+		l.freeUnits[n-1] = nil
+		l.freeUnits = l.freeUnits[:n-1]
+		return u
+	}
+	return &unit{}
+}
+
+// freeUnit keeps a retired unit for reuse (a few at most).
+func (l *Log) freeUnit(u *unit) {
+	if len(l.freeUnits) < 4 {
+		*u = unit{cbs: u.cbs[:0]}
+		l.freeUnits = append(l.freeUnits, u)
 	}
 }
 

@@ -27,12 +27,17 @@ type Disk struct {
 	logs   map[uint64]*Log
 	nextID uint64
 	// pending lists logs with unsubmitted units or a periodic sync to run.
-	pending  []*Log
-	local    []localCompletion
-	comps    []ring.Completion
-	inRing   int // ops submitted to the ring, not yet reaped
-	prepared int
-	stats    diskStats
+	pending []*Log
+	local   []localCompletion
+	// localHead is the next d.local entry to deliver (runLocal may nest).
+	localHead int
+	comps     []ring.Completion
+	inRing    int // ops submitted to the ring, not yet reaped
+	prepared  int
+	stats     diskStats
+	// op is the one Op handed to Ring.Prepare (which copies it): a field, so
+	// no per-write or per-fdatasync Op escapes to the heap.
+	op ring.Op
 }
 
 type localCompletion struct {
@@ -191,13 +196,16 @@ func (d *Disk) submitRing() error {
 }
 
 // prepare queues op on the ring, submitting first when the queue is full.
-func (d *Disk) prepare(op *ring.Op) error {
-	err := d.r.Prepare(op)
+// op is passed by value and copied into d.op, so callers' Ops stay on the stack.
+func (d *Disk) prepare(op ring.Op) error {
+	d.op = op
+	err := d.r.Prepare(&d.op)
 	if errors.Is(err, ring.ErrQueueFull) {
 		if err = d.submitRing(); err == nil {
-			err = d.r.Prepare(op)
+			err = d.r.Prepare(&d.op)
 		}
 	}
+	d.op = ring.Op{} // drop the buffer reference
 	if err != nil {
 		return err
 	}
@@ -243,18 +251,19 @@ func (d *Disk) runLocal() bool {
 	if len(d.local) == 0 {
 		return false
 	}
-	for len(d.local) > 0 {
-		c := d.local[0]
-		d.local = d.local[1:]
+	for d.localHead < len(d.local) {
+		c := d.local[d.localHead]
+		d.local[d.localHead] = localCompletion{}
+		d.localHead++
 		d.complete(c.userData, c.res, c.err)
 	}
-	d.local = d.local[:0:0]
+	d.local, d.localHead = d.local[:0], 0 // keep the backing array
 	return true
 }
 
 // Idle reports whether no write or fdatasync is staged or in flight on any log.
 func (d *Disk) Idle() bool {
-	if d.inRing > 0 || len(d.local) > 0 {
+	if d.inRing > 0 || len(d.local) > d.localHead {
 		return false
 	}
 	for _, l := range d.logs {

@@ -37,13 +37,15 @@ type Log struct {
 	durable   atomic.Uint64
 	earliest  atomic.Uint64
 
-	direct   bool
-	block    int    // O_DIRECT block size (4096)
-	tail     []byte // copy of the active segment's partial last block (direct mode)
-	units    []*unit
-	active   *unit
-	freeBufs [][]byte
-	queued   bool // on d.pending
+	direct bool
+	block  int    // O_DIRECT block size (4096)
+	tail   []byte // copy of the active segment's partial last block (direct mode)
+	units  []*unit
+	// freeUnits are retired units kept for reuse (no allocation per batch).
+	freeUnits []*unit
+	active    *unit
+	freeBufs  [][]byte
+	queued    bool // on d.pending
 
 	inflightWrite *unit // the unit whose write is in flight
 	writeLen      int   // bytes of that write
