@@ -139,35 +139,24 @@ func (m *cacheMetrics) update(old, cur cache.Stats) {
 	m.expirations.Add(int(cur.Expirations - old.Expirations))
 }
 
-// cacheCatalog is an engine's set of caches: copy-on-write, lock-free reads.
-// It lives beside the Engine (keyed by it) because Engine has no slot for it.
+// cacheCatalog is an engine's set of caches (the Engine.caches field):
+// copy-on-write, lock-free reads; mu serializes writers.
 type cacheCatalog struct {
 	mu sync.Mutex
-	m  atomic.Pointer[map[CacheName]*cacheMeta]
+	m  atomic.Pointer[map[CacheName]*cacheMeta] // nil = no caches
 }
 
-var cacheCatalogs sync.Map // *Engine → *cacheCatalog
-
-func (e *Engine) caches() *cacheCatalog {
-	if v, ok := cacheCatalogs.Load(e); ok {
-		return v.(*cacheCatalog)
+// load returns the current catalog map (nil when empty); do not modify it.
+func (cat *cacheCatalog) load() map[CacheName]*cacheMeta {
+	if p := cat.m.Load(); p != nil {
+		return *p
 	}
-	cat := &cacheCatalog{}
-	empty := map[CacheName]*cacheMeta{}
-	cat.m.Store(&empty)
-	v, _ := cacheCatalogs.LoadOrStore(e, cat)
-	return v.(*cacheCatalog)
+	return nil
 }
 
-// lookupCache returns the cache's catalog entry or nil (it never creates
-// the engine's catalog, so lookups on an engine without caches leave nothing
-// behind).
+// lookupCache returns the cache's catalog entry or nil.
 func (e *Engine) lookupCache(name CacheName) *cacheMeta {
-	v, ok := cacheCatalogs.Load(e)
-	if !ok {
-		return nil
-	}
-	return (*v.(*cacheCatalog).m.Load())[name]
+	return e.caches.load()[name]
 }
 
 // CreateCache opens every shard of spec's cache on its core; a durable shard
@@ -182,7 +171,7 @@ func (e *Engine) CreateCache(spec CacheSpec) error {
 	if spec.Durable && e.cfg.DataDir == "" {
 		return ErrNoDurableStorage
 	}
-	cat := e.caches()
+	cat := &e.caches
 	cat.mu.Lock()
 	defer cat.mu.Unlock()
 	if old := e.lookupCache(spec.Name); old != nil {
@@ -210,7 +199,7 @@ func (e *Engine) CreateCache(spec CacheSpec) error {
 }
 
 func (cat *cacheCatalog) store(change func(map[CacheName]*cacheMeta)) {
-	old := *cat.m.Load()
+	old := cat.load()
 	next := make(map[CacheName]*cacheMeta, len(old)+1)
 	for k, v := range old {
 		next[k] = v
@@ -223,7 +212,7 @@ func (cat *cacheCatalog) store(change func(map[CacheName]*cacheMeta)) {
 // watches end with ErrNotFound) and a durable cache's logs are deleted.
 // Errors: ErrNotFound, ErrClosed.
 func (e *Engine) DeleteCache(name CacheName) error {
-	cat := e.caches()
+	cat := &e.caches
 	cat.mu.Lock()
 	defer cat.mu.Unlock()
 	meta := e.lookupCache(name)
@@ -259,11 +248,10 @@ func (e *Engine) closeCacheShards(meta *cacheMeta, remove bool) error {
 
 // ListCaches returns the specs of every cache, sorted by name.
 func (e *Engine) ListCaches() []CacheSpec {
-	v, ok := cacheCatalogs.Load(e)
-	if !ok {
+	cat := e.caches.load()
+	if len(cat) == 0 {
 		return nil
 	}
-	cat := *v.(*cacheCatalog).m.Load()
 	out := make([]CacheSpec, 0, len(cat))
 	for _, m := range cat {
 		out = append(out, m.spec)
@@ -527,7 +515,7 @@ func (c *core) cacheTable() *cacheTable {
 	t.timer = coreTimer{index: -1, fn: t.sweep}
 	c.cacheShards = t
 	e := c.engine
-	c.onStop = append(c.onStop, t.closeAll, func() { cacheCatalogs.Delete(e) }) // the engine is stopping
+	c.onStop = append(c.onStop, t.closeAll, func() { e.caches.m.Store(nil) }) // the engine is stopping
 	return t
 }
 
@@ -592,16 +580,6 @@ func (c *core) openCacheLog(kind logKind, name CacheName, shard int) (shardLog, 
 func (d *seglogDisk) cacheDir(name CacheName, shard int) string {
 	return seglog.ShardDir(d.root, seglog.ShardKey{Kind: seglog.ShardCache, Tenant: name.Tenant,
 		Namespace: name.Namespace, Name: name.Cache, Shard: uint32(shard)})
-}
-
-// Compact lets a cache shard compact a seglog log (cacheShard.compact).
-func (l *seglogLog) Compact(live [][]byte, ts int64, done func(first, last uint64, err error)) error {
-	return l.log.Compact(live, ts, done)
-}
-
-// compactingLog is a shardLog that supports cache-log compaction.
-type compactingLog interface {
-	Compact(live [][]byte, ts int64, done func(first, last uint64, err error)) error
 }
 
 // replay feeds both logs to the state machine.
@@ -846,8 +824,8 @@ func (cs *cacheShard) maybeCompact() {
 	if cs.written < cacheCompactFactor*uint64(st.Entries+st.Counters) {
 		return
 	}
-	cl, ok1 := cs.log.(compactingLog)
-	nl, ok2 := cs.counters.(compactingLog)
+	cl, ok1 := cs.log.(logCompactor)
+	nl, ok2 := cs.counters.(logCompactor)
 	if !ok1 || !ok2 {
 		return
 	}

@@ -191,6 +191,8 @@ type Engine struct {
 	catalogMu sync.Mutex                                 // serializes catalog writes
 	catalog   atomic.Pointer[map[StreamName]*streamMeta] // copy-on-write; lock-free reads
 
+	caches cacheCatalog // the engine's caches (cache_ops.go)
+
 	nextSubscription atomic.Uint64
 	closed           atomic.Bool
 	exited           sync.WaitGroup

@@ -128,6 +128,19 @@ func (l *seglogLog) ReadCommitted(from uint64, maxBytes int, fn func(uint64, int
 	return err
 }
 
+// Compact appends live at the tail and, once that is durable, drops every
+// older record (seglog.Log.Compact): the producer log (producer.go), cache
+// logs (cache_ops.go) and group logs (group_ops.go) compact through it.
+func (l *seglogLog) Compact(live [][]byte, ts int64, done func(first, last uint64, err error)) error {
+	return l.log.Compact(live, ts, done)
+}
+
+// Every production log compacts and enforces retention.
+var (
+	_ logCompactor = (*seglogLog)(nil)
+	_ logRetainer  = (*seglogLog)(nil)
+)
+
 func (l *seglogLog) Close() error {
 	return errors.Join(l.reader.Close(), l.log.Close())
 }
