@@ -77,7 +77,8 @@ func (fb *fakeBroker) messages(typ proto.MessageType) []proto.Message {
 	return out
 }
 
-func startFake(t *testing.T, handle func(x *exchange, m proto.Message)) *fakeBroker {
+// startFake starts a fake broker; configure (if any) runs before it serves.
+func startFake(t *testing.T, handle func(x *exchange, m proto.Message), configure ...func(*fakeBroker)) *fakeBroker {
 	t.Helper()
 	cert, err := netq.SelfSigned([]string{"127.0.0.1"}, time.Now())
 	if err != nil {
@@ -88,6 +89,9 @@ func startFake(t *testing.T, handle func(x *exchange, m proto.Message)) *fakeBro
 		t.Fatal(err)
 	}
 	fb := &fakeBroker{t: t, ln: ln, fp: netq.Fingerprint(cert.Certificate[0]), handle: handle, flags: proto.KnownFlags}
+	for _, f := range configure {
+		f(fb)
+	}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -300,8 +304,7 @@ func TestPublishLostAnswer(t *testing.T) {
 }
 
 func TestIdempotentNeedsFeature(t *testing.T) {
-	fb := startFake(t, func(x *exchange, m proto.Message) {})
-	fb.features = []string{proto.FeatureErrorCodes}
+	fb := startFake(t, func(x *exchange, m proto.Message) {}, func(fb *fakeBroker) { fb.features = []string{proto.FeatureErrorCodes} })
 	c := fb.dial()
 	p, _ := c.NewPublisher("s", PublisherOptions{Idempotent: true})
 	_, err := p.PublishSync(testCtx(t), []byte("a"))
@@ -316,8 +319,7 @@ func TestLegacyBroker(t *testing.T) {
 		if b, ok := m.(*proto.JSONPublishBatch); ok {
 			x.reply(&proto.PublishOK{RequestID: *b.RequestID})
 		}
-	})
-	fb.legacy = true
+	}, func(fb *fakeBroker) { fb.legacy = true })
 	c := fb.dial()
 	ctx := testCtx(t)
 	if caps := c.Capabilities(); caps.Flags != proto.OriginalV1Flags || len(caps.Features) != 0 {
