@@ -20,6 +20,10 @@ import (
 // cacheTTL is long enough that nothing expires during the run.
 const cacheTTL = time.Hour
 
+// cacheWorkers is how many files are written at once: enough that each kill finds many
+// Puts and CounterAdds in flight.
+const cacheWorkers = 16
+
 // classify maps an SDK error to what the model may assume: a definite refusal was not
 // applied; anything else (ErrIndeterminate, a context ending while waiting, a transport
 // error) may or may not have been.
@@ -75,7 +79,7 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 	var writeTime time.Duration
 	writing := true
 	var completed int64
-	for range 4 {
+	for range cacheWorkers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -346,8 +346,8 @@ func shardDirs(dataDir string, kind seglog.ShardKind, name string) []string {
 	return dirs
 }
 
-// verifyLogs runs `felix log verify` on every dir (and its companion logs present on
-// disk) and returns "ok" lines or failures.
+// verifyLogs runs `felix log verify` on every dir and on each of its companion logs present
+// on disk; it returns how many directories it checked and one message per failed one.
 func verifyLogs(ctx context.Context, cli string, dirs []string, companions ...seglog.Companion) (checked int, failures []string) {
 	var all []string
 	for _, d := range dirs {
