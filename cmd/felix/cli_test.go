@@ -212,3 +212,30 @@ func TestSmallParsers(t *testing.T) {
 		t.Errorf("dumpLineJSON garbage: %v", j)
 	}
 }
+
+// FuzzDumpLineJSON: any line seglog.Dump could print (or garbage) converts without panic,
+// and a well-formed record line keeps its offset.
+func FuzzDumpLineJSON(f *testing.F) {
+	f.Add(`offset 7 ts 99 kind 1 len 3 payload "a\"b"`)
+	f.Add(`problem: seglog: checksum mismatch in d segment 00000000000000000000 at byte 64`)
+	f.Add(`offset 0 ts 0 kind 0 len 0 payload ""`)
+	f.Add(` payload `)
+	f.Fuzz(func(t *testing.T, line string) {
+		j := dumpLineJSON(line)
+		if len(j) == 0 {
+			t.Fatalf("empty object for %q", line)
+		}
+	})
+}
+
+// FuzzParseStart: --from never panics; what it accepts is earliest, latest or a number.
+func FuzzParseStart(f *testing.F) {
+	for _, s := range []string{"earliest", "latest", "", "0", "18446744073709551615", "-1", "1e3", "LATEST"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if _, err := parseStart(s); err != nil && exitCode(err) != ExitUsage {
+			t.Fatalf("parseStart(%q): %v is not a usage error", s, err)
+		}
+	})
+}
