@@ -99,6 +99,8 @@ func (a *Admin) fail(w http.ResponseWriter, err error) {
 		status, code = http.StatusNotFound, "not_found"
 	case errors.Is(err, ErrExists), errors.Is(err, ErrNotEmpty):
 		status, code = http.StatusConflict, "conflict"
+	case errors.Is(err, ErrLimit):
+		status, code = http.StatusConflict, "overloaded"
 	case errors.Is(err, ErrInvalid):
 		status, code = http.StatusBadRequest, "malformed"
 	}

@@ -96,6 +96,31 @@ type Catalog struct {
 	path  string
 	write WriteFileFunc
 	file  catalogFile
+	// MaxShards bounds the stream and cache shards the catalog holds (FELIX_MAX_SHARDS;
+	// 0 = no bound). Each durable shard reserves disk (a preallocated segment per log), so
+	// creation past it fails with ErrLimit. Set before use.
+	MaxShards int
+}
+
+// ErrLimit: creating the object would pass FELIX_MAX_SHARDS.
+var ErrLimit = errors.New("shard limit reached (FELIX_MAX_SHARDS)")
+
+// checkShardLimit refuses adding shards when the catalog would exceed MaxShards.
+func (c *Catalog) checkShardLimit(f *catalogFile, adding uint32) error {
+	if c.MaxShards <= 0 {
+		return nil
+	}
+	total := int64(adding)
+	for _, s := range f.Streams {
+		total += int64(s.Shards)
+	}
+	for _, x := range f.Caches {
+		total += int64(x.Shards)
+	}
+	if total > int64(c.MaxShards) {
+		return fmt.Errorf("%w: %d shards would exceed %d", ErrLimit, total, c.MaxShards)
+	}
+	return nil
 }
 
 // CatalogPath is where a data dir keeps its catalog.
@@ -451,6 +476,9 @@ func (c *Catalog) CreateStream(s Stream, apply func(Stream) error) (Stream, erro
 		if f.stream(s.TenantID, s.Namespace, s.Stream) >= 0 {
 			return fmt.Errorf("%w: stream %s/%s/%s", ErrExists, s.TenantID, s.Namespace, s.Stream)
 		}
+		if err := c.checkShardLimit(f, s.Shards); err != nil {
+			return err
+		}
 		if apply != nil {
 			if err := apply(s); err != nil {
 				return err
@@ -555,6 +583,9 @@ func (c *Catalog) CreateCache(x Cache, apply func(Cache) error) (Cache, error) {
 		}
 		if f.cache(x.TenantID, x.Namespace, x.Cache) >= 0 {
 			return fmt.Errorf("%w: cache %s/%s/%s", ErrExists, x.TenantID, x.Namespace, x.Cache)
+		}
+		if err := c.checkShardLimit(f, x.Shards); err != nil {
+			return err
 		}
 		if apply != nil {
 			if err := apply(x); err != nil {

@@ -77,6 +77,30 @@ func TestCatalogWriteFailureLeavesStateUnchanged(t *testing.T) {
 	}
 }
 
+func TestCatalogShardLimit(t *testing.T) {
+	c, _ := OpenCatalog(t.TempDir(), nil)
+	c.MaxShards = 4
+	c.EnsureNamespace(Namespace{TenantID: "t", Namespace: "n"})
+	if _, err := c.CreateStream(Stream{TenantID: "t", Namespace: "n", Stream: "a", Shards: 3}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateCache(Cache{TenantID: "t", Namespace: "n", Cache: "c"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateStream(Stream{TenantID: "t", Namespace: "n", Stream: "b"}, nil); !errors.Is(err, ErrLimit) {
+		t.Fatalf("fifth shard: %v", err)
+	}
+	if _, err := c.CreateCache(Cache{TenantID: "t", Namespace: "n", Cache: "d"}, nil); !errors.Is(err, ErrLimit) {
+		t.Fatalf("fifth shard (cache): %v", err)
+	}
+	if err := c.DeleteStream("t", "n", "a", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateStream(Stream{TenantID: "t", Namespace: "n", Stream: "b", Shards: 3}, nil); err != nil {
+		t.Fatalf("after a delete the room is back: %v", err)
+	}
+}
+
 func TestCatalogRejectsBadNamesAndDamagedFile(t *testing.T) {
 	dir := t.TempDir()
 	c, _ := OpenCatalog(dir, nil)

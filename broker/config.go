@@ -72,9 +72,14 @@ type Config struct {
 	LogLevel                string // FELIX_LOG_LEVEL: debug, info, warn, error (PROPOSED)
 
 	// Durability (spec/config.md §2).
-	DataDir         string    // FELIX_DURABLE_STORAGE_DIR
-	FsyncMode       FsyncMode // FELIX_DURABLE_FSYNC_MODE
-	FsyncIntervalMS int       // FELIX_DURABLE_FSYNC_INTERVAL_MS
+	DataDir                  string    // FELIX_DURABLE_STORAGE_DIR
+	FsyncMode                FsyncMode // FELIX_DURABLE_FSYNC_MODE
+	FsyncIntervalMS          int       // FELIX_DURABLE_FSYNC_INTERVAL_MS
+	SegmentBytes             int64     // FELIX_DURABLE_SEGMENT_BYTES (preallocated per shard log)
+	RetentionBytes           int64     // FELIX_DURABLE_RETENTION_BYTES, 0 = off
+	RetentionSeconds         int64     // FELIX_DURABLE_RETENTION_SECONDS, 0 = off
+	RetentionIntervalSeconds int64     // FELIX_DURABLE_RETENTION_INTERVAL_SECONDS
+	MaxShards                int       // FELIX_MAX_SHARDS (PROPOSED): stream + cache shards on this node
 
 	// Transport (spec/config.md §4, mapped to quic-go; PROPOSED limits).
 	TLSCertFile          string // FELIX_TLS_CERT (PEM); unset with FELIX_TLS_KEY ⇒ self-signed
@@ -205,6 +210,16 @@ func settings() []setting {
 	add("FELIX_DURABLE_FSYNC_MODE", "durable-fsync-mode", "on_commit", "none (off), periodic, on_commit (on-commit, commit)", a, b)
 	a, b = integer(func(c *Config) *int { return &c.FsyncIntervalMS }, 1, 3600_000)
 	add("FELIX_DURABLE_FSYNC_INTERVAL_MS", "durable-fsync-interval-ms", "250", "periodic fsync interval (ms)", a, b)
+	a, b = integer(func(c *Config) *int64 { return &c.SegmentBytes }, 4096, 1<<40)
+	add("FELIX_DURABLE_SEGMENT_BYTES", "durable-segment-bytes", "268435456", "segment rollover size; each durable shard log reserves one segment on disk", a, b)
+	a, b = integer(func(c *Config) *int64 { return &c.RetentionBytes }, 0, maxInt)
+	add("FELIX_DURABLE_RETENTION_BYTES", "durable-retention-bytes", "0", "drop the oldest sealed segments of a shard above this size (0 = off)", a, b)
+	a, b = integer(func(c *Config) *int64 { return &c.RetentionSeconds }, 0, maxInt/1e9)
+	add("FELIX_DURABLE_RETENTION_SECONDS", "durable-retention-seconds", "0", "drop sealed segments whose newest record is older (0 = off)", a, b)
+	a, b = integer(func(c *Config) *int64 { return &c.RetentionIntervalSeconds }, 1, 86400)
+	add("FELIX_DURABLE_RETENTION_INTERVAL_SECONDS", "durable-retention-interval-seconds", "60", "retention check interval", a, b)
+	a, b = integer(func(c *Config) *int { return &c.MaxShards }, 1, 1<<20)
+	add("FELIX_MAX_SHARDS", "max-shards", "1024", "stream and cache shards this node may hold (admin API and auto-create refuse more)", a, b)
 
 	a, b = str(func(c *Config) *string { return &c.TLSCertFile })
 	add("FELIX_TLS_CERT", "tls-cert", "", "client-role certificate (PEM); unset with FELIX_TLS_KEY = self-signed", a, b)

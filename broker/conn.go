@@ -120,6 +120,10 @@ type session struct {
 	buffers     chan []byte
 	ops         chan *pubOp
 	inflight    sync.WaitGroup
+	// frameCharge is the budget charged for the frame being handled; a publish handed to
+	// the engine takes it over (released by the completion), the rest is released after
+	// the frame.
+	frameCharge int64
 	batch       proto.PublishBatch
 	names       nameCache
 }
@@ -162,9 +166,12 @@ func (s *session) run() {
 			protocolErr = s.readFailed(err)
 			break
 		}
-		if !s.handleFrame(hdr, body, n) {
-			s.release(n, body)
+		s.frameCharge = n
+		if s.handleFrame(hdr, body) {
+			body = nil // held by a publish until its completion
 		}
+		s.release(s.frameCharge, body) // what no publish took over
+		s.frameCharge = 0
 		if s.closeRequested() {
 			protocolErr = true
 			break
@@ -241,7 +248,7 @@ func (s *session) closeRequested() bool { return s.closeStream }
 
 // handleFrame dispatches one frame and reports whether body was handed to the engine
 // (then the publish completion releases it).
-func (s *session) handleFrame(hdr proto.Header, body []byte, n int64) bool {
+func (s *session) handleFrame(hdr proto.Header, body []byte) bool {
 	layout, err := proto.ClassifyFlags(hdr.Flags)
 	if err != nil {
 		s.h.s.m.protocolErrors.Inc()
@@ -253,7 +260,7 @@ func (s *session) handleFrame(hdr proto.Header, body []byte, n int64) bool {
 		s.handleJSON(body)
 		return false
 	case proto.LayoutPublishBatch, proto.LayoutAckedPublishBatch:
-		return s.handleBinaryPublish(hdr.Flags, body, n)
+		return s.handleBinaryPublish(hdr.Flags, body)
 	}
 	s.h.s.m.protocolErrors.Inc()
 	s.sendError(proto.CodeMalformed, "frame layout not accepted from a client", nil)

@@ -199,7 +199,7 @@ func errorCode(err error) (proto.ErrorCode, string) {
 		return proto.CodeUnauthorized, t
 	}
 	switch {
-	case errors.Is(err, core.ErrOverloaded), errors.Is(err, core.ErrSlowSubscriber):
+	case errors.Is(err, core.ErrOverloaded), errors.Is(err, core.ErrSlowSubscriber), errors.Is(err, ErrLimit):
 		return proto.CodeOverloaded, err.Error()
 	case errors.Is(err, core.ErrNotFound), errors.Is(err, ErrNotFound):
 		return proto.CodeNotFound, "not found"
@@ -248,12 +248,12 @@ func (s *session) handleJSONPublish(tenant, ns, stream string, payloads [][]byte
 	if idempotent && requestID != nil {
 		op.req.ProducerID, op.req.Sequence = producer, id
 	}
-	s.submit(op, names, id, answer, 0, nil)
+	s.submit(op, names, id, answer, nil)
 }
 
 // handleBinaryPublish serves 0x0001 and 0x0009 (spec §5.1, §5.2). The payloads stay in
 // body until the engine's completion; it reports whether body was handed over.
-func (s *session) handleBinaryPublish(flags uint16, body []byte, n int64) bool {
+func (s *session) handleBinaryPublish(flags uint16, body []byte) bool {
 	acked := flags&proto.FlagBinaryPublishAcked != 0
 	if acked && s.uni {
 		s.closeStream = true // publish-only streams carry 0x0001 only (spec §1.1)
@@ -300,12 +300,14 @@ func (s *session) handleBinaryPublish(flags uint16, body []byte, n int64) bool {
 	if b.ProducerID != nil {
 		op.req.ProducerID, op.req.Sequence = string(b.ProducerID), b.RequestID
 	}
-	return s.submit(op, names, b.RequestID, answer, n, body)
+	return s.submit(op, names, b.RequestID, answer, body)
 }
 
-// submit hands op to the engine. On a refusal it answers at once and returns false (the
-// caller keeps body). With FELIX_AUTO_CREATE an unknown stream is created and retried once.
-func (s *session) submit(op *pubOp, names *nameCache, requestID uint64, answer answerKind, charge int64, body []byte) bool {
+// submit hands op to the engine, which then holds the frame's budget charge until the
+// completion (JSON publishes too: their decoded payloads are in memory until then) and,
+// for a binary batch, body. It reports whether body was taken. On a refusal it answers at
+// once and takes nothing. With FELIX_AUTO_CREATE an unknown stream is created and retried once.
+func (s *session) submit(op *pubOp, names *nameCache, requestID uint64, answer answerKind, body []byte) bool {
 	srv := s.h.s
 	op.sess, op.requestID, op.answer, op.durable = s, requestID, answer, names.durable
 	op.req.Stream = core.StreamName{Tenant: names.tenant, Namespace: names.namespace, Stream: names.stream}
@@ -315,7 +317,7 @@ func (s *session) submit(op *pubOp, names *nameCache, requestID uint64, answer a
 	} else if srv.cfg.AckOnCommit {
 		op.req.Ack = core.AckOnCommit
 	}
-	op.charge, op.body = charge, body
+	op.charge, op.body = s.frameCharge, body
 	srv.inflight.Add(1)
 	s.inflight.Add(1)
 	srv.m.publishes.Inc()
@@ -328,7 +330,8 @@ func (s *session) submit(op *pubOp, names *nameCache, requestID uint64, answer a
 		}
 	}
 	if err == nil {
-		return charge > 0
+		s.frameCharge = 0 // the completion releases it
+		return body != nil
 	}
 	srv.inflight.Done()
 	s.inflight.Done()

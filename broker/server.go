@@ -105,6 +105,7 @@ func (s *Server) open() error {
 	if s.catalog, err = OpenCatalog(cfg.DataDir, nil); err != nil {
 		return err
 	}
+	s.catalog.MaxShards = cfg.MaxShards
 	if err := s.catalog.EnsureNamespace(Namespace{TenantID: auth.DefaultTenant, Namespace: auth.DefaultNamespace, DisplayName: auth.DefaultNamespace}); err != nil {
 		return fmt.Errorf("broker: default namespace: %w", err)
 	}
@@ -150,6 +151,10 @@ func (s *Server) openEngine() error {
 		DataDir:                 s.cfg.DataDir,
 		Fsync:                   fsync,
 		FsyncInterval:           time.Duration(s.cfg.FsyncIntervalMS) * time.Millisecond,
+		SegmentBytes:            s.cfg.SegmentBytes,
+		RetentionBytes:          s.cfg.RetentionBytes,
+		RetentionAge:            time.Duration(s.cfg.RetentionSeconds) * time.Second,
+		RetentionInterval:       time.Duration(s.cfg.RetentionIntervalSeconds) * time.Second,
 		SubscriberQueueCapacity: s.cfg.SubscriberQueueCapacity,
 		Metrics:                 s.metrics,
 	})
