@@ -369,3 +369,30 @@ func TestRetentionTimer(t *testing.T) {
 		t.Fatal("retention ran on the producers log")
 	}
 }
+
+// TestUnkeyedIdempotentResendMeetsItsWindow: a batch re-sent with the same
+// producer id and sequence on a multi-shard stream without a key must reach
+// the shard that recorded it and be answered as a duplicate, never appended
+// again on another shard (found by e2e/crash_test.go; docs/soak.md).
+func TestUnkeyedIdempotentResendMeetsItsWindow(t *testing.T) {
+	h := newHarness(t, 2, newFakeStore(), nil)
+	name := StreamName{Tenant: "t", Namespace: "n", Stream: "idem"}
+	h.create(StreamSpec{Name: name, Shards: 4})
+	shardsUsed := map[int]bool{}
+	for seq := uint64(1); seq <= 32; seq++ {
+		first := h.publish(&PublishRequest{Stream: name, ProducerID: "p-1", Sequence: seq, Payloads: payloads("a", 2)})
+		h.step(2)
+		again := h.publish(&PublishRequest{Stream: name, ProducerID: "p-1", Sequence: seq, Payloads: payloads("a", 2)})
+		h.step(2)
+		if first.err != nil || again.err != nil {
+			t.Fatalf("seq %d: %v / %v", seq, first.err, again.err)
+		}
+		if !again.res.Duplicate || again.res.Shard != first.res.Shard || again.res.FirstOffset != first.res.FirstOffset {
+			t.Fatalf("seq %d: re-send answered %+v, first %+v", seq, again.res, first.res)
+		}
+		shardsUsed[first.res.Shard] = true
+	}
+	if len(shardsUsed) < 2 {
+		t.Fatalf("32 sequences used only shards %v: idempotent publishes must still spread", shardsUsed)
+	}
+}
