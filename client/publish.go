@@ -108,7 +108,8 @@ type Publisher struct {
 	ready []*batch // sealed batches in order; idempotent re-sends go first
 	kick  chan struct{}
 	done  chan struct{}
-	sess  *session // sticky: one stream keeps the batches in order (sender goroutine only)
+	sess  *session  // sticky: one stream keeps the batches in order (sender goroutine only)
+	names [3][]byte // tenant, namespace, stream for binary frames (checked once)
 
 	// Recycled batch buffers (payload arena, record ends, payload slices): a completed
 	// batch's buffers serve the next batch, so steady publishing allocates nothing.
@@ -183,7 +184,7 @@ func (p Pending) Batch() (BatchResult, error) {
 
 // NewPublisher returns a Publisher for stream in the client's tenant and namespace. The
 // stream must exist (Admin.CreateStream) unless the broker auto-creates streams.
-// Errors: ErrInvalidArgument (empty stream name), ErrClosed.
+// Errors: ErrInvalidArgument (empty, over-long or non-UTF-8 name), ErrClosed.
 func (c *Client) NewPublisher(stream string, opts PublisherOptions) (*Publisher, error) {
 	if stream == "" {
 		return nil, fmt.Errorf("%w: empty stream name", ErrInvalidArgument)
@@ -191,8 +192,12 @@ func (c *Client) NewPublisher(stream string, opts PublisherOptions) (*Publisher,
 	if c.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
+	names := [3][]byte{[]byte(c.cfg.tenant), []byte(c.cfg.namespace), []byte(stream)}
+	if _, err := proto.AppendPublishBatch(nil, &proto.PublishBatch{TenantID: names[0], Namespace: names[1], Stream: names[2]}); err != nil {
+		return nil, fmt.Errorf("%w: stream name: %v", ErrInvalidArgument, err)
+	}
 	opts.defaults()
-	p := &Publisher{c: c, stream: stream, opts: opts, outstanding: map[*batch]struct{}{},
+	p := &Publisher{names: names, c: c, stream: stream, opts: opts, outstanding: map[*batch]struct{}{},
 		released: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
 	if opts.Idempotent {
 		var b [16]byte
@@ -458,11 +463,7 @@ func (p *Publisher) send(b *batch) {
 			}
 			p.sess = s
 		}
-		s, err := p.sess, error(nil)
-		if err != nil {
-			p.complete(b, BatchResult{}, closedOr(p.c, err))
-			return
-		}
+		s := p.sess
 		frame, binary, err := p.encoder(s.caps, b)
 		if err != nil {
 			p.complete(b, BatchResult{}, err)
@@ -500,7 +501,6 @@ func (p *Publisher) setWriting(b *batch, on bool) {
 // encoder chooses the batch's encoding from the negotiated capabilities.
 func (p *Publisher) encoder(caps Capabilities, b *batch) (func([]byte) []byte, bool, error) {
 	o := p.opts
-	tenant, ns := p.c.cfg.tenant, p.c.cfg.namespace
 	if o.Idempotent && !caps.Has(proto.FeatureIdempotentPublish) {
 		return nil, false, fmt.Errorf("%w: feature %q", ErrUnsupported, proto.FeatureIdempotentPublish)
 	}
@@ -508,7 +508,7 @@ func (p *Publisher) encoder(caps Capabilities, b *batch) (func([]byte) []byte, b
 		(!o.Offsets && caps.Flags&proto.FlagBinaryPublishAcked != 0 &&
 			(!o.Idempotent || caps.Flags&proto.FlagPublishIdempotent != 0))
 	if useBinary {
-		pb := proto.PublishBatch{TenantID: []byte(tenant), Namespace: []byte(ns), Stream: []byte(p.stream), Payloads: b.payloads}
+		pb := proto.PublishBatch{TenantID: p.names[0], Namespace: p.names[1], Stream: p.names[2], Payloads: b.payloads}
 		if o.Ack != AckNone {
 			pb.Acked, pb.RequestID, pb.AckMode = true, b.id, proto.AckPerBatch
 			if o.Ack == AckPerMessage {
@@ -518,16 +518,13 @@ func (p *Publisher) encoder(caps Capabilities, b *batch) (func([]byte) []byte, b
 				pb.ProducerID = []byte(p.producerID)
 			}
 		}
-		if _, err := proto.AppendPublishBatch(nil, &proto.PublishBatch{TenantID: pb.TenantID, Namespace: pb.Namespace, Stream: pb.Stream}); err != nil {
-			return nil, false, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
-		}
 		return func(dst []byte) []byte {
 			out, _ := proto.AppendPublishBatch(dst, &pb)
 			return out
 		}, true, nil
 	}
 	id := b.id
-	m := &proto.JSONPublishBatch{TenantID: tenant, Namespace: ns, Stream: p.stream, Payloads: b.payloads, RequestID: &id, Ack: proto.JSONAckPerBatch}
+	m := &proto.JSONPublishBatch{TenantID: p.c.cfg.tenant, Namespace: p.c.cfg.namespace, Stream: p.stream, Payloads: b.payloads, RequestID: &id, Ack: proto.JSONAckPerBatch}
 	if o.Ack == AckPerMessage {
 		m.Ack = proto.JSONAckPerMessage
 	}
