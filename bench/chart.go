@@ -81,13 +81,15 @@ func ThroughputChart(title string, rs []Result, file string) error {
 	return p.Save(9*vg.Inch, vg.Length(1+0.3*float64(len(rs)))*vg.Inch, file)
 }
 
-// PlanChart draws the latency-throughput curve of a plan: p50, p99 and p99.9 (ms)
+// PlanChart draws the latency-throughput curve of a plan: p50, p99 and p99.9 (ms, log scale)
 // against achieved records/s, with the SLO as a horizontal line.
 func PlanChart(pl Plan, file string) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s: latency vs throughput (SLO p99 %v)", pl.Shape.Name, pl.SLOP99)
 	p.X.Label.Text = "records/s achieved (open loop)"
-	p.Y.Label.Text = "latency (ms)"
+	p.Y.Label.Text = "latency (ms, log scale)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	series := []struct {
 		name string
 		get  func(PlanPoint) time.Duration
@@ -101,7 +103,7 @@ func PlanChart(pl Plan, file string) error {
 			if pt.Err != "" {
 				continue
 			}
-			xys = append(xys, plotter.XY{X: pt.Achieved, Y: float64(s.get(pt)) / 1e6})
+			xys = append(xys, plotter.XY{X: pt.Achieved, Y: math.Max(float64(s.get(pt))/1e6, 0.001)})
 			maxX = math.Max(maxX, pt.Achieved)
 		}
 		if len(xys) == 0 {

@@ -81,9 +81,10 @@ type PeerProc struct {
 	PID    int
 	cmd    *exec.Cmd
 	exited chan struct{}
+	dir    string // removed by Stop ("" = none)
 }
 
-// Stop sends SIGTERM, then kills after 10 s.
+// Stop sends SIGTERM, then kills after 10 s, and removes the server's store.
 func (p *PeerProc) Stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -91,6 +92,9 @@ func (p *PeerProc) Stop() {
 	case <-time.After(10 * time.Second):
 		_ = p.cmd.Process.Kill()
 		<-p.exited
+	}
+	if p.dir != "" {
+		_ = os.RemoveAll(p.dir)
 	}
 }
 
@@ -136,6 +140,7 @@ func (p *Peers) StartNATS(ctx context.Context, sync string) (*PeerProc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrPeerUnavailable, err)
 	}
+	pp.dir = dir
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if b, err := os.ReadFile(ready); err == nil {

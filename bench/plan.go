@@ -18,7 +18,8 @@ type PlanOptions struct {
 	// SLOP99 is the p99 latency every accepted rate must stay under.
 	SLOP99 time.Duration
 	// Steps is the number of evenly spaced rates swept up to the closed-loop maximum
-	// (default 8); two bisection steps then refine the knee.
+	// (default 8); two bisection steps then refine the knee. When no step meets the SLO,
+	// two lower rates (the lowest step ÷ 4 and ÷ 16) are tried first.
 	Steps int
 	// Step sizes each point (warm-up, duration); Rate is set per point.
 	Step Settings
@@ -126,6 +127,15 @@ func RunPlan(ctx context.Context, r *Runner, o PlanOptions) (Plan, error) {
 			return p, ctx.Err()
 		}
 		p.Points = append(p.Points, measure(rate))
+	}
+	// Nothing met the SLO: look below the lowest step (÷ 4, ÷ 16) before giving up.
+	for _, div := range []float64{4, 16} {
+		if FindKnee(p.Points, o.SLOP99) >= 0 || ctx.Err() != nil {
+			break
+		}
+		if rate := math.Round(max / float64(o.Steps) / div); rate >= 1 {
+			p.Points = append(p.Points, measure(rate))
+		}
 	}
 	// Refine between the knee and the next rate up, twice.
 	for i := 0; i < 2; i++ {

@@ -36,12 +36,13 @@ type Runner struct {
 	seq     atomic.Int64
 }
 
-// Close stops every broker the Runner started.
+// Close stops every broker the Runner started and removes their data directories.
 func (r *Runner) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, b := range r.brokers {
 		b.Stop()
+		_ = os.RemoveAll(filepath.Join(r.WorkDir, "broker-"+k))
 		delete(r.brokers, k)
 	}
 }
@@ -92,6 +93,7 @@ func (r *Runner) Run(ctx context.Context, shape Shape, s Settings) (Result, erro
 	default:
 		err = fmt.Errorf("%w: kind %q", ErrUnknownShape, shape.Kind)
 	}
+	w.dropObjects()
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", shape.Name, err)
 	}
@@ -106,26 +108,32 @@ type run struct {
 	s    Settings
 	name string
 
+	stream, cacheName string // created by this run, deleted at its end (disk space)
+
 	mStart, mEnd time.Time // the measured phase
 	cpu0         ProcUsage
+	sampled      chan struct{} // closed once cpu0 is read
 }
 
 // window fixes the phases: warm-up from now, then the measured phase.
 func (w *run) window() {
 	w.mStart = time.Now().Add(w.s.Warmup)
 	w.mEnd = w.mStart.Add(w.s.Duration)
+	w.sampled = make(chan struct{})
 }
 
 func (w *run) measured(t time.Time) bool { return !t.Before(w.mStart) && t.Before(w.mEnd) }
 
 // sampleAtStart and sampleAtEnd read the broker's CPU and RSS around the measured phase.
 func (w *run) sampleAtStart(ctx context.Context) {
+	defer close(w.sampled)
 	sleepUntil(ctx, w.mStart)
 	w.cpu0, _ = w.b.Usage()
 }
 
 func (w *run) sampleAtEnd(ctx context.Context) {
 	sleepUntil(ctx, w.mEnd)
+	<-w.sampled
 	if u, err := w.b.Usage(); err == nil {
 		w.res.BrokerCPUCores = (u.CPU - w.cpu0.CPU).Seconds() / w.s.Duration.Seconds()
 		w.res.BrokerRSS = u.RSS
@@ -233,13 +241,44 @@ func (w *run) dialN(ctx context.Context, n int) ([]*client.Client, func(), error
 	return cs, closeAll, nil
 }
 
+// createStream creates the run's durable one-shard stream. Pub/sub streams keep at most
+// 256 MiB (live subscribers never read behind it); streams read back from the earliest
+// offset are unbounded.
 func (w *run) createStream(ctx context.Context) error {
 	a, err := w.b.Admin()
 	if err != nil {
 		return err
 	}
-	_, err = a.CreateStream(ctx, client.StreamInfo{Tenant: "default", Namespace: "default", Name: w.name, Shards: 1, Durable: true})
+	info := client.StreamInfo{Tenant: "default", Namespace: "default", Name: w.name, Shards: 1, Durable: true}
+	if w.res.Shape.Kind == KindPubSub {
+		max := int64(256 << 20)
+		info.Retention.MaxSizeBytes = &max
+	}
+	_, err = a.CreateStream(ctx, info)
+	if err == nil {
+		w.stream = w.name
+	}
 	return err
+}
+
+// dropObjects deletes the stream or cache the run created, so a long comparison does not
+// fill the disk with logs nobody reads again.
+func (w *run) dropObjects() {
+	if w.stream == "" && w.cacheName == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := w.b.Admin()
+	if err != nil {
+		return
+	}
+	if w.stream != "" {
+		_ = a.DeleteStream(ctx, w.stream)
+	}
+	if w.cacheName != "" {
+		_ = a.DeleteCache(ctx, w.cacheName)
+	}
 }
 
 // batchDone is one sealed publish batch handed to the checker.
@@ -370,6 +409,7 @@ func (w *run) pubsub(ctx context.Context) error {
 	subCtx, stopSubs := context.WithCancel(ctx)
 	defer stopSubs()
 	subs := make([]*subscriber, sh.Fanout)
+	windowSet := make(chan struct{})
 	var subWG sync.WaitGroup
 	for i, c := range subClients {
 		sub, err := c.Subscribe(ctx, w.name, client.Latest, client.SubscribeOptions{})
@@ -379,7 +419,15 @@ func (w *run) pubsub(ctx context.Context) error {
 		defer sub.Close()
 		subs[i] = &subscriber{lat: NewLatency()}
 		subWG.Add(1)
-		go func(sb *subscriber) { defer subWG.Done(); sb.read(subCtx, w, sub, true) }(subs[i])
+		go func(sb *subscriber) {
+			defer subWG.Done()
+			select { // the phases are fixed before the first record is published
+			case <-windowSet:
+			case <-subCtx.Done():
+				return
+			}
+			sb.read(subCtx, w, sub, true)
+		}(subs[i])
 	}
 	pubClients, closePubs, err := w.dialN(ctx, sh.Publishers)
 	if err != nil {
@@ -393,6 +441,7 @@ func (w *run) pubsub(ctx context.Context) error {
 		opts.Linger, opts.Ack, opts.MaxRecords = -1, client.AckPerMessage, 1
 	}
 	w.window()
+	close(windowSet)
 	pace := w.pacer(1)
 	done := make(chan struct{})
 	go w.progress(done)
@@ -429,15 +478,16 @@ func (w *run) pubsub(ctx context.Context) error {
 			return err
 		}
 	}
-	// Tail probes: a drop is only visible as a gap before a later record, so keep
-	// publishing single records until every subscriber has accounted for all records.
+	// Every batch has its outcome before the books are compared.
+	close(ck.ch)
+	<-ck.done
+	sent := ck.acked.Load()
+	// Tail probes: a drop is only visible as a gap before a later record, so once
+	// deliveries have had a second to arrive, keep publishing single records (counted as
+	// sent) until every subscriber has accounted for every acknowledged record.
 	deadline := time.Now().Add(w.s.Drain)
+	probe := make([]byte, sh.Payload)
 	for {
-		sent := ck.acked.Load()
-		for len(ck.ch) > 0 { // let the checker catch up
-			time.Sleep(time.Millisecond)
-			sent = ck.acked.Load()
-		}
 		all := true
 		for _, sb := range subs {
 			if sb.delivered.Load()+sb.dropped.Load() < sent {
@@ -449,17 +499,13 @@ func (w *run) pubsub(ctx context.Context) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 		if sent > 0 && time.Since(w.mEnd) > time.Second {
-			if err := pubs[0].publish(ctx, time.Now()); err != nil {
-				return err
-			}
-			pubs[0].flushBatch()
-			if err := pubs[0].p.Flush(ctx); err != nil && !errors.Is(err, client.ErrRefused) {
+			if _, err := pubs[0].p.PublishSync(ctx, probe); err == nil {
+				sent++
+			} else if !errors.Is(err, client.ErrRefused) {
 				return err
 			}
 		}
 	}
-	close(ck.ch)
-	<-ck.done
 	close(done)
 	for _, p := range pubs {
 		_ = p.p.Close(ctx)
@@ -474,7 +520,6 @@ func (w *run) pubsub(ctx context.Context) error {
 	if ck.err != nil {
 		return ck.err
 	}
-	sent := ck.acked.Load()
 	w.res.Sent, w.res.Refused = sent, ck.refused.Load()
 	lat := NewLatency()
 	var inWindow int64
@@ -625,6 +670,7 @@ func (w *run) cache(ctx context.Context) error {
 	if _, err := a.CreateCache(ctx, client.CacheInfo{Tenant: "default", Namespace: "default", Name: w.name, Shards: 2}); err != nil {
 		return err
 	}
+	w.cacheName = w.name
 	cs, closeAll, err := w.dialN(ctx, sh.Clients)
 	if err != nil {
 		return err

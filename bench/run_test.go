@@ -153,7 +153,7 @@ func TestPlanSmall(t *testing.T) {
 	pl, err := RunPlan(context.Background(), r, PlanOptions{Shape: sh, SLOP99: 30 * time.Second, Steps: 2, Step: small,
 		OnPoint: func(PlanPoint) { seen++ }})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v; points %+v", err, pl.Points)
 	}
 	if pl.ClosedMax <= 0 || len(pl.Points) < 2 || seen != len(pl.Points) {
 		t.Fatalf("plan %+v (seen %d)", pl, seen)

@@ -82,9 +82,9 @@ func Shapes() map[string]Shape {
 		Note: "16 clients, 90 % gets"})
 	add(Shape{Name: "counter-c16", Kind: KindCounter, Payload: 8, Clients: 16, InFlight: 1, Keys: 1000, FsyncMode: "periodic",
 		Note: "16 clients, counter_add over 1000 keys"})
-	add(Shape{Name: "group-1k", Kind: KindGroup, Payload: 1024, Batch: 64, Clients: 4, FsyncMode: "periodic", Preload: 200000,
+	add(Shape{Name: "group-1k", Kind: KindGroup, Payload: 1024, Batch: 64, Clients: 4, FsyncMode: "periodic", Preload: 100000,
 		Note: "4 consumers, poll 64 + ack"})
-	add(Shape{Name: "replay-1k", Kind: KindReplay, Payload: 1024, Batch: 64, FsyncMode: "periodic", Preload: 500000,
+	add(Shape{Name: "replay-1k", Kind: KindReplay, Payload: 1024, Batch: 64, FsyncMode: "periodic", Preload: 200000,
 		Note: "read from earliest, 1 subscriber"})
 	return m
 }

@@ -272,3 +272,28 @@ func TestShapes(t *testing.T) {
 		}
 	}
 }
+
+// The harness's own per-record work must not allocate (it shares the cores with the broker).
+func BenchmarkLatencyRecord(b *testing.B) {
+	l := NewLatency()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		l.Record(time.Duration(i&0xffff) * time.Microsecond)
+	}
+}
+
+func BenchmarkPacerTicket(b *testing.B) {
+	p := NewPacer(time.Now(), 1e6)
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Ticket()
+	}
+}
+
+func TestHotPathsDoNotAllocate(t *testing.T) {
+	l := NewLatency()
+	p := NewPacer(time.Now(), 1e6)
+	if n := testing.AllocsPerRun(1000, func() { l.Record(time.Millisecond); p.Ticket() }); n != 0 {
+		t.Fatalf("%v allocations per record", n)
+	}
+}

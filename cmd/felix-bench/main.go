@@ -45,6 +45,7 @@ type globals struct {
 	duration  time.Duration
 	drain     time.Duration
 	refuse    bool
+	fsync     string
 }
 
 func root() *cobra.Command {
@@ -65,8 +66,25 @@ func root() *cobra.Command {
 	pf.DurationVar(&g.duration, "duration", 5*time.Second, "measured phase of each run")
 	pf.DurationVar(&g.drain, "drain", 20*time.Second, "how long deliveries may trail the last send before a run fails as unaccounted")
 	pf.BoolVar(&g.refuse, "refuse-small", false, "fail a run that moves no more than the QUIC send window (default: warn)")
+	pf.StringVar(&g.fsync, "fsync", "", "override the shapes' broker fsync mode: on_commit, periodic or none (run, plan)")
 	cmd.AddCommand(runCmd(g), planCmd(g), compareCmd(g), shapesCmd())
 	return cmd
+}
+
+// shape returns the named shape with the --fsync override applied.
+func (g *globals) shape(name string) (bench.Shape, error) {
+	s, err := bench.ShapeByName(strings.TrimSpace(name))
+	if err != nil {
+		return s, err
+	}
+	switch g.fsync {
+	case "":
+	case "on_commit", "periodic", "none":
+		s.FsyncMode = g.fsync
+	default:
+		return s, fmt.Errorf("--fsync %q: want on_commit, periodic or none", g.fsync)
+	}
+	return s, nil
 }
 
 func (g *globals) settings(rate float64) bench.Settings {
@@ -197,7 +215,7 @@ func runCmd(g *globals) *cobra.Command {
 			}
 			var list []bench.Shape
 			for _, n := range names {
-				s, err := bench.ShapeByName(strings.TrimSpace(n))
+				s, err := g.shape(n)
 				if err != nil {
 					return err
 				}
@@ -260,7 +278,7 @@ func planCmd(g *globals) *cobra.Command {
 		Short: "sweep the offered rate of a shape and find the knee: the highest rate whose p99 stays under the SLO",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			s, err := bench.ShapeByName(shape)
+			s, err := g.shape(shape)
 			if err != nil {
 				return err
 			}
