@@ -140,7 +140,7 @@ By default every shard of the stream is read (the shard count comes from the adm
 
 // streamShards returns the shards to read: --shard when given, else 0..shards-1 from the
 // admin API's description of the stream; when the admin API cannot be asked (no
-// credential for it, unreachable), shard 0.
+// credential for it, unreachable), shard 0 with a warning on stderr.
 func (a *app) streamShards(ctx context.Context, stream string, given []uint) ([]uint32, error) {
 	if len(given) > 0 {
 		out := make([]uint32, len(given))
@@ -160,7 +160,10 @@ func (a *app) streamShards(ctx context.Context, stream string, given []uint) ([]
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil, fmt.Errorf("stream %s: %w", stream, err)
-	case err != nil || info.Shards == 0:
+	case err != nil:
+		fmt.Fprintf(a.stderr, "felix: reading shard 0 only: the shard count of %s is unknown (admin API: %v); use --shard to choose\n", stream, err)
+		return []uint32{0}, nil
+	case info.Shards == 0:
 		return []uint32{0}, nil
 	}
 	out := make([]uint32, info.Shards)
