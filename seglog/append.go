@@ -64,6 +64,9 @@ func (l *Log) Append(payloads [][]byte, tsMicros int64, done func(first, last ui
 		}
 		s = l.activeSeg()
 	}
+	if err := l.reserve(s, s.size+int64(total)); err != nil {
+		return err
+	}
 	l.stageRecords(s, payloads, tsMicros, total)
 	l.pushCallback(pendingAppend{first: l.next - uint64(len(payloads)), last: l.next - 1, done: done})
 	l.d.stats.records.Add(uint64(len(payloads)))
@@ -100,6 +103,9 @@ func (l *Log) AppendRecord(r Record, done func(first, last uint64, err error)) e
 			return err
 		}
 		s = l.activeSeg()
+	}
+	if err := l.reserve(s, s.size+int64(total)); err != nil {
+		return err
 	}
 	u := l.stageUnit(s, total)
 	if s.wantsIndex(s.size, l.opts.IndexSpacingBytes) {
@@ -719,3 +725,22 @@ func (l *Log) finishActive(s *segment) error {
 }
 
 var _ = os.O_RDONLY
+
+// reserve makes sure the active segment's blocks up to end are reserved with
+// fallocate(KEEP_SIZE) (spec/storage-format.md §5, preallocation), growing the
+// reservation one PreallocateStepBytes step at a time up to SegmentBytes (an
+// oversized batch reserves exactly what it needs). One fallocate per step, not
+// per record; a failure is an ErrStorageFailed error with nothing staged.
+func (l *Log) reserve(s *segment, end int64) error {
+	if l.opts.NoPreallocate || end <= s.allocEnd {
+		return nil
+	}
+	step := min(l.opts.PreallocateStepBytes, l.opts.SegmentBytes)
+	target := min((end+step-1)/step*step, l.opts.SegmentBytes)
+	target = max(target, end)
+	if err := s.wf.Allocate(s.allocEnd, target-s.allocEnd); err != nil {
+		return storageErr("fallocate", s.path, err)
+	}
+	s.allocEnd = target
+	return nil
+}

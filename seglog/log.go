@@ -369,10 +369,8 @@ func (l *Log) openActive() error {
 			return storageErr("fdatasync", s.path, err)
 		}
 	}
-	if !l.opts.NoPreallocate {
-		if err := wf.Allocate(0, l.opts.SegmentBytes); err != nil {
-			return storageErr("fallocate", s.path, err)
-		}
+	if err := l.reserve(s, s.size); err != nil {
+		return err
 	}
 	if err := l.loadTail(s); err != nil {
 		return err
@@ -415,10 +413,10 @@ func (l *Log) createSegment(id, base uint64, version uint16) error {
 		l.fs.Remove(path)
 		return storageErr(op, path, err)
 	}
-	if !l.opts.NoPreallocate {
-		if err := wf.Allocate(0, l.opts.SegmentBytes); err != nil {
-			return fail("fallocate", err)
-		}
+	if err := l.reserve(s, SegmentHeaderLen); err != nil {
+		wf.Close()
+		l.fs.Remove(path)
+		return err
 	}
 	hdr := AppendSegmentHeader(l.tail[:0], SegmentHeader{Version: s.version, BaseOffset: base, CreatedAtMicros: s.created})
 	buf := hdr

@@ -53,6 +53,11 @@ const (
 	DefaultIndexSpacingBytes = 4096
 	DefaultFsyncInterval     = 250 * time.Millisecond
 	DefaultMaxRecordsPerRead = 10000
+	// DefaultPreallocateStepBytes is how far ahead of the write position a
+	// segment's blocks are reserved with fallocate(KEEP_SIZE): appends rarely
+	// allocate, yet an idle log (a companion log holding a few records) costs
+	// one step of disk, not a whole segment.
+	DefaultPreallocateStepBytes = 8 << 20
 )
 
 // Options configure one log (Disk.Open). Zero fields take the defaults above.
@@ -64,7 +69,12 @@ type Options struct {
 	IndexSpacingBytes int64         // sparse index interval in bytes, > 0
 	MaxRecordsPerRead int           // record cap per Read call
 	NoPreallocate     bool          // FELIX_DURABLE_PREALLOCATE=false: skip fallocate(KEEP_SIZE)
-	VerifyAllOnOpen   bool          // checksum every record of every segment at open
+	// PreallocateStepBytes is the reservation step in bytes (default
+	// DefaultPreallocateStepBytes, capped at SegmentBytes): blocks are reserved
+	// up to the next step boundary past the staged end, never past SegmentBytes
+	// unless a single oversized batch needs it.
+	PreallocateStepBytes int64
+	VerifyAllOnOpen      bool // checksum every record of every segment at open
 	// RepairChecksumTail allows open to truncate a damaged tail of the newest
 	// segment that is not a provable torn write (spec §8 repair_checksum_tail).
 	RepairChecksumTail bool
@@ -104,6 +114,9 @@ func (o *Options) normalize() error {
 	}
 	if o.IndexSpacingBytes == 0 {
 		o.IndexSpacingBytes = DefaultIndexSpacingBytes
+	}
+	if o.PreallocateStepBytes <= 0 {
+		o.PreallocateStepBytes = DefaultPreallocateStepBytes
 	}
 	if o.MaxRecordsPerRead == 0 {
 		o.MaxRecordsPerRead = DefaultMaxRecordsPerRead

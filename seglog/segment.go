@@ -29,6 +29,7 @@ type segment struct {
 	direct bool
 	sealed bool
 
+	allocEnd   int64 // file blocks [0, allocEnd) are reserved with fallocate(KEEP_SIZE)
 	zeroEnd    int64 // file bytes [0, zeroEnd) are written (data or pre-zeroed)
 	zeroFlight int64 // end of the pre-zeroing write in flight (0 = none)
 }
