@@ -240,6 +240,7 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 	fmt.Fprintf(&tb, "| counter adds acknowledged / indeterminate | %d / %d | |\n", sumAcked, sumIndet)
 	fmt.Fprintf(&tb, "| `felix log verify` (cache shards + counter logs) | %d dirs, %d failed | %s |\n", verified, len(verifyFailures), verdict(len(verifyFailures) == 0))
 	fmt.Fprintf(&tb, "| broker peak RSS (max VmHWM over all processes) | %.0f MiB (bound %d MiB) | %s |\n", float64(peak)/(1<<20), cfg.rssBound>>20, verdict(peak <= cfg.rssBound))
+	fmt.Fprintf(&tb, "| data dir on disk (allocated blocks; %d MiB segments) | %.0f MiB | |\n", segmentBytes>>20, float64(diskUsage(b.dataDir))/(1<<20))
 	secs := writeTime.Seconds()
 	fmt.Fprintf(&tb, "| write throughput with the kills (put + counter add per file) | %.0f files/s over %.1f s | |\n", float64(len(c.files))/secs, secs)
 

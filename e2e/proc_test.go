@@ -15,6 +15,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/big"
 	"net"
 	"net/http"
@@ -138,6 +139,26 @@ func (b *tailBuffer) String() string {
 	return string(b.buf)
 }
 
+// segmentBytes is the brokers' FELIX_DURABLE_SEGMENT_BYTES.
+const segmentBytes = 8 << 20
+
+// diskUsage returns the bytes allocated to the files under dir (st_blocks, so preallocated
+// space counts and holes do not).
+func diskUsage(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) == nil {
+			n += st.Blocks * 512
+		}
+		return nil
+	})
+	return n
+}
+
 // broker runs felix-broker processes one after another on one data dir and fixed ports.
 type broker struct {
 	t         *testing.T
@@ -171,7 +192,9 @@ func newBroker(t *testing.T, bin, dir string, extraEnv ...string) *broker {
 	b.env = append(os.Environ(),
 		"FELIX_QUIC_BIND="+q, "FELIX_BROKER_METRICS_BIND="+h,
 		"FELIX_DURABLE_STORAGE_DIR="+b.dataDir, "FELIX_READY_FILE="+b.readyFile,
-		"FELIX_TLS_CERT="+cert, "FELIX_TLS_KEY="+key, "FELIX_LOG_LEVEL=warn", "FELIX_CORE_SHARDS=2")
+		"FELIX_TLS_CERT="+cert, "FELIX_TLS_KEY="+key, "FELIX_LOG_LEVEL=warn", "FELIX_CORE_SHARDS=2",
+		// Small segments: the crashes also meet segment rollovers, and the shared disk is spared.
+		"FELIX_DURABLE_SEGMENT_BYTES="+strconv.Itoa(segmentBytes))
 	b.env = append(b.env, extraEnv...)
 	t.Cleanup(func() {
 		b.kill()
