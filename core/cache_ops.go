@@ -26,13 +26,6 @@ import (
 // watchers in log order, sweeps expired values on a core timer, and compacts
 // a log once it holds far more records than live entries.
 
-// Log kinds of a cache shard's logs on disks other than seglog (tests): the
-// replication kinds of the cache records and the counter records.
-const (
-	logCacheRecords  logKind = 13
-	logCacheCounters logKind = 20
-)
-
 // Tunables of the cache shards on a core.
 const (
 	cacheSweepInterval   = 100 * time.Millisecond // TTL sweep period

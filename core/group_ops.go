@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"felix/core/groups"
-	"felix/seglog"
 )
 
 // Consumer groups on durable stream shards (docs/groups.md; spec/client-protocol.md
@@ -16,17 +15,6 @@ import (
 // "dead-letters" directories), and drives it: appends its effects, releases answers
 // once their records are durable, expires leases and answers parked polls from one
 // core timer.
-
-// Log kinds of the group companion logs (io.go logKind). The production disk maps them
-// to seglog companion directories (openGroupLog); other disks key logs by kind.
-const (
-	logGroupCursors logKind = 16
-	logDeadLetters  logKind = 18
-)
-
-// groupRecheck is how often a core re-examines parked polls for newly committed
-// records while any poll is parked.
-const groupRecheck = 5 * time.Millisecond
 
 // groupReadBytes bounds one read of a companion log during replay.
 const groupReadBytes = 1 << 20
@@ -202,6 +190,10 @@ func (o *groupFuncOp) apply(c *core) {
 		o.done(err)
 	})
 	gs.flush()
+	if len(gs.parked) > 0 { // a nack or redrive may have made records ready
+		gs.retryParked(c.clock.MonoNanos())
+		c.groupTable().arm()
+	}
 }
 
 // groupError maps state-machine errors onto the engine's sentinels where one fits;
@@ -346,6 +338,11 @@ type groupShard struct {
 	closed   bool
 	onCursor func(first, last uint64, err error)
 	onDead   func(first, last uint64, err error)
+	// compacting counts compaction appends in flight (maybeCompact).
+	compacting        int
+	compactNext       uint64 // held records at which maybeCompact looks again
+	onCursorCompacted func(first, last uint64, err error)
+	onDeadCompacted   func(first, last uint64, err error)
 }
 
 // groupBatch is one Effects batch whose appends are in flight.
@@ -401,11 +398,12 @@ func (c *core) groupShardOf(s *streamShard) (*groupShard, error) {
 func (c *core) openGroupShard(s *streamShard) (*groupShard, error) {
 	gs := &groupShard{c: c, stream: s}
 	gs.onCursor, gs.onDead = gs.cursorAppended, gs.deadAppended
+	gs.onCursorCompacted, gs.onDeadCompacted = gs.cursorCompacted, gs.deadCompacted
 	var err error
-	if gs.cursor, err = c.openGroupLog(logGroupCursors, s.name, s.index); err != nil {
+	if gs.cursor, err = c.disk.OpenLog(logGroupCursors, s.name, s.index); err != nil {
 		return nil, storageError(fmt.Sprintf("open group cursors of %s shard %d", s.name, s.index), err)
 	}
-	if gs.dead, err = c.openGroupLog(logDeadLetters, s.name, s.index); err != nil {
+	if gs.dead, err = c.disk.OpenLog(logDeadLetters, s.name, s.index); err != nil {
 		_ = gs.cursor.Close()
 		return nil, storageError(fmt.Sprintf("open dead letters of %s shard %d", s.name, s.index), err)
 	}
@@ -414,27 +412,27 @@ func (c *core) openGroupShard(s *streamShard) (*groupShard, error) {
 		return nil, storageError(fmt.Sprintf("replay groups of %s shard %d", s.name, s.index), err)
 	}
 	gs.flush() // repair records: durable before any later answer (tokens are ordered)
+	s.onCommit, s.onClose = gs.recordsCommitted, gs.streamClosed
 	return gs, nil
 }
 
-// openGroupLog opens a group companion log: on the production disk in the seglog
-// companion directory of the shard; on other disks through OpenLog by kind.
-func (c *core) openGroupLog(kind logKind, name StreamName, shard int) (shardLog, error) {
-	d, ok := c.disk.(*seglogDisk)
-	if !ok {
-		return c.disk.OpenLog(kind, name, shard)
+// streamClosed is the stream shard's close hook: the group state closes with
+// the shard (parked polls and waiters get its reason) and leaves the table.
+func (gs *groupShard) streamClosed(reason error) {
+	gs.close(reason)
+	if t, ok := gs.c.groupShards.(*groupTable); ok && t.shards[gs.stream] == gs {
+		delete(t.shards, gs.stream)
 	}
-	comp := seglog.CompanionGroups
-	if kind == logDeadLetters {
-		comp = seglog.CompanionDeadLetters
+}
+
+// recordsCommitted is the stream shard's commit hook: records became
+// committed, so parked polls retry at once (their max-wait timer stays armed).
+func (gs *groupShard) recordsCommitted() {
+	if len(gs.parked) == 0 || gs.failed != nil {
+		return
 	}
-	opts := d.opts
-	opts.Dir = seglog.CompanionDir(d.shardDir(name, shard), comp)
-	l, err := d.disk.Open(opts)
-	if err != nil {
-		return nil, err
-	}
-	return &seglogLog{log: l, reader: l.Reader()}, nil
+	gs.retryParked(gs.c.clock.MonoNanos())
+	gs.c.groupTable().arm()
 }
 
 // replay rebuilds the state machine from the dead-letter log, then the cursor log.
@@ -478,6 +476,62 @@ func readAll(l shardLog, fn func([]byte) error) error {
 	return nil
 }
 
+// Compaction of the group logs (docs/groups.md "Compaction"): once the two logs
+// hold more than groupCompactFactor times the records of the shard's live state
+// (groups.Shard.Snapshot), and at least groupCompactMin records, the live state
+// is appended at their tails and their heads dropped (seglog.Log.Compact).
+const groupCompactFactor = 4
+
+// groupCompactMin is the fewest records the two logs must hold before a
+// compaction is considered (a variable so tests can lower it).
+var groupCompactMin uint64 = 1 << 14
+
+// maybeCompact compacts the group logs when they hold far more records than
+// the live state: the dead-letter log first (when it holds dead letters), then
+// SetDeadLetterLogEnd, then the cursor log (the order of groups.Shard.Snapshot).
+func (gs *groupShard) maybeCompact() {
+	if gs.compacting > 0 || gs.failed != nil {
+		return
+	}
+	held := gs.cursor.NextOffset() - gs.cursor.EarliestOffset() + gs.dead.NextOffset() - gs.dead.EarliestOffset()
+	cc, ok1 := gs.cursor.(logCompactor)
+	dc, ok2 := gs.dead.(logCompactor)
+	if !ok1 || !ok2 || held < max(groupCompactMin, gs.compactNext) {
+		return
+	}
+	cursor, dead := gs.sm.Snapshot()
+	if limit := groupCompactFactor * uint64(len(cursor)+len(dead)); held <= limit || len(cursor) == 0 {
+		gs.compactNext = limit + 1 // no snapshot per flush while the state is large
+		return
+	}
+	gs.compactNext = 0
+	ts := gs.c.clock.WallMicros()
+	if len(dead) > 0 {
+		if err := dc.Compact(dead, ts, gs.onDeadCompacted); err != nil {
+			gs.fail(storageError("compact dead letters", err))
+			return
+		}
+		gs.compacting++
+		gs.sm.SetDeadLetterLogEnd(gs.dead.NextOffset())
+	}
+	if err := cc.Compact(cursor, ts, gs.onCursorCompacted); err != nil {
+		gs.fail(storageError("compact group cursors", err))
+		return
+	}
+	gs.compacting++
+}
+
+func (gs *groupShard) cursorCompacted(_, _ uint64, err error) { gs.compacted("group cursors", err) }
+func (gs *groupShard) deadCompacted(_, _ uint64, err error)   { gs.compacted("dead letters", err) }
+
+// compacted is a compaction append's callback.
+func (gs *groupShard) compacted(what string, err error) {
+	gs.compacting--
+	if err != nil {
+		gs.fail(storageError("compact "+what, err))
+	}
+}
+
 // after runs fn once token t is durable (or with the shard's failure).
 func (gs *groupShard) after(t groups.Token, fn func(error)) {
 	if gs.failed != nil {
@@ -511,6 +565,7 @@ func (gs *groupShard) flush() {
 	}
 	gs.batches.push(b)
 	gs.settle()
+	gs.maybeCompact()
 	gs.c.groupTable().arm()
 }
 
@@ -576,6 +631,7 @@ func (gs *groupShard) close(err error) {
 	}
 	gs.fail(err)
 	gs.closed = true
+	gs.stream.onCommit, gs.stream.onClose = nil, nil
 	gs.closeLogs()
 }
 
@@ -598,8 +654,10 @@ func (t *groupTable) closeAll() {
 	t.c.timers.stop(&t.timer)
 }
 
-// arm schedules the core's group timer: at the earliest lease expiry of any shard, and
-// every groupRecheck (or a parked poll's deadline, when sooner) while polls are parked.
+// arm schedules the core's group timer: at the earliest lease expiry of any shard and,
+// while polls are parked, at the earliest redelivery time and each parked poll's
+// deadline. New records wake parked polls through the stream shard's commit hook
+// (recordsCommitted), group operations through retryParked after them.
 func (t *groupTable) arm() {
 	if t.firing {
 		return
@@ -620,7 +678,9 @@ func (t *groupTable) arm() {
 			consider(now + (exp-wall)*1e6)
 		}
 		if len(gs.parked) > 0 {
-			consider(now + int64(groupRecheck))
+			if ready, has := gs.sm.NextReady(); has {
+				consider(now + (ready-wall)*1e6)
+			}
 		}
 		for _, p := range gs.parked {
 			consider(p.deadline)

@@ -68,6 +68,10 @@ func (d *seglogDisk) OpenLog(kind logKind, name StreamName, shard int) (shardLog
 		opts.Dir = seglog.CompanionDir(opts.Dir, companionProducers)
 	case logRecords:
 		opts.RetentionBytes, opts.RetentionAge = d.retention.RetentionBytes, d.retention.RetentionAge
+	case logGroupCursors: // bounded by compaction (group_ops.go)
+		opts.Dir = seglog.CompanionDir(opts.Dir, seglog.CompanionGroups)
+	case logDeadLetters:
+		opts.Dir = seglog.CompanionDir(opts.Dir, seglog.CompanionDeadLetters)
 	}
 	l, err := d.disk.Open(opts)
 	if err != nil {

@@ -44,6 +44,14 @@ type streamShard struct {
 	onLogged    func(first, last uint64, err error)
 	onCompacted func(first, last uint64, err error)
 	metrics     *shardMetrics
+
+	// onCommit, when set, runs each time a batch of the records log
+	// committed, after its fanout: the shard's group state wakes its parked
+	// polls (group_ops.go recordsCommitted).
+	onCommit func()
+	// onClose, when set, runs once when the shard closes, with the reason:
+	// the shard's group state answers its parked polls (group_ops.go).
+	onClose func(error)
 }
 
 // inflightPublish is a durable publish staged in the log, waiting for its
@@ -238,6 +246,9 @@ func (s *streamShard) appended(first, last uint64, err error) {
 		}
 	}
 	s.fanout(first, count, e.frame)
+	if s.onCommit != nil {
+		s.onCommit()
+	}
 	res := PublishResult{Shard: s.index, FirstOffset: first, LastOffset: last, Committed: true}
 	if e.producer != nil {
 		e.producer.committed = true
@@ -307,6 +318,9 @@ func (s *streamShard) close(err error) {
 	}
 	s.fail(err)
 	s.closed = true
+	if s.onClose != nil {
+		s.onClose(err)
+	}
 	s.endSubscribers(err)
 	s.subs, s.blocking = nil, nil
 	s.c.timers.stop(&s.stall)
