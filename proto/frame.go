@@ -42,15 +42,20 @@ const (
 	// FlagPublishIdempotent (0x2000, C→B): modifier on 0x0009; u8 producer_id_len, producer_id
 	// follow the 9-byte prefix (§8.10).
 	FlagPublishIdempotent uint16 = 0x2000
+	// FlagPublishKeyed (0x4000, C→B): modifier on 0x0001 and 0x0009 (also with 0x2000); u16
+	// key_len (1..MaxKeyLen), key follow the acked prefix and producer id when present, right
+	// before the §5.1 body. The broker routes the batch to the key's shard (decided in
+	// docs/client-protocol.md, D15; feature "routing_keys").
+	FlagPublishKeyed uint16 = 0x4000
 
 	// OriginalV1Flags (0x0007) is what a peer that answered plain "ok" is assumed to speak.
 	// Frozen forever (§4, seeds/upgrades-and-compatibility.txt).
 	OriginalV1Flags uint16 = 0x0007
 	// KnownFlagsV1 (0x003F) is the v1 broker's KNOWN_FLAGS.
 	KnownFlagsV1 uint16 = 0x003F
-	// KnownFlags is every bit this build understands: v1 bits plus 0x0800, 0x1000, 0x2000.
-	// A header carrying any other bit is refused with ErrUnknownFlags.
-	KnownFlags uint16 = KnownFlagsV1 | FlagEventBatchSkipped | FlagEventBatchPublishers | FlagPublishIdempotent
+	// KnownFlags is every bit this build understands: v1 bits plus 0x0800, 0x1000, 0x2000,
+	// 0x4000. A header carrying any other bit is refused with ErrUnknownFlags.
+	KnownFlags uint16 = KnownFlagsV1 | FlagEventBatchSkipped | FlagEventBatchPublishers | FlagPublishIdempotent | FlagPublishKeyed
 )
 
 // Header is a decoded FLX1 frame header. Magic and version are implied (checked on decode).
@@ -109,8 +114,8 @@ type Layout uint8
 // Layouts selected by ClassifyFlags.
 const (
 	LayoutJSON              Layout = iota + 1 // flags 0
-	LayoutPublishBatch                        // 0x0001
-	LayoutAckedPublishBatch                   // 0x0009, or 0x2009 with the idempotent modifier
+	LayoutPublishBatch                        // 0x0001, or 0x4001 with a routing key
+	LayoutAckedPublishBatch                   // 0x0009 [|0x2000 idempotent] [|0x4000 keyed]
 	LayoutPublishAck                          // 0x0010
 	LayoutEventBatch                          // 0x0002 [|0x0020 [|0x0800]] [|0x1000]
 	LayoutSharedEventBatch                    // 0x0004 [|0x0020 [|0x0800]] [|0x1000]
@@ -118,7 +123,8 @@ const (
 
 // ClassifyFlags maps header flags to the layout they select. Unknown bits give
 // ErrUnknownFlags; known bits in a combination no layout defines give ErrFlagCombination
-// (e.g. 0x0020 without an event batch bit, 0x0800 without 0x0020, 0x2000 without 0x0009).
+// (e.g. 0x0020 without an event batch bit, 0x0800 without 0x0020, 0x2000 without 0x0009,
+// 0x4000 without 0x0001).
 func ClassifyFlags(flags uint16) (Layout, error) {
 	if flags&^KnownFlags != 0 {
 		return 0, decodeErr("flags", 6, ErrUnknownFlags)
@@ -126,10 +132,12 @@ func ClassifyFlags(flags uint16) (Layout, error) {
 	switch flags {
 	case 0:
 		return LayoutJSON, nil
-	case FlagBinaryPublishBatch:
+	case FlagBinaryPublishBatch, FlagBinaryPublishBatch | FlagPublishKeyed:
 		return LayoutPublishBatch, nil
 	case FlagBinaryPublishBatch | FlagBinaryPublishAcked,
-		FlagBinaryPublishBatch | FlagBinaryPublishAcked | FlagPublishIdempotent:
+		FlagBinaryPublishBatch | FlagBinaryPublishAcked | FlagPublishIdempotent,
+		FlagBinaryPublishBatch | FlagBinaryPublishAcked | FlagPublishKeyed,
+		FlagBinaryPublishBatch | FlagBinaryPublishAcked | FlagPublishIdempotent | FlagPublishKeyed:
 		return LayoutAckedPublishBatch, nil
 	case FlagBinaryPublishAck:
 		return LayoutPublishAck, nil

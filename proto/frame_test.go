@@ -52,7 +52,7 @@ func TestDecodeHeaderOrder(t *testing.T) {
 }
 
 func TestFlagConstants(t *testing.T) {
-	if OriginalV1Flags != 0x0007 || KnownFlagsV1 != 0x003F || KnownFlags != 0x383F {
+	if OriginalV1Flags != 0x0007 || KnownFlagsV1 != 0x003F || KnownFlags != 0x783F {
 		t.Fatalf("flag sets %#x %#x %#x", OriginalV1Flags, KnownFlagsV1, KnownFlags)
 	}
 	valid := map[uint16]Layout{
@@ -60,19 +60,20 @@ func TestFlagConstants(t *testing.T) {
 		0x0010: LayoutPublishAck, 0x0002: LayoutEventBatch, 0x0022: LayoutEventBatch, 0x0004: LayoutSharedEventBatch,
 		0x0024: LayoutSharedEventBatch, 0x0824: LayoutSharedEventBatch, 0x0822: LayoutEventBatch,
 		0x1004: LayoutSharedEventBatch, 0x1824: LayoutSharedEventBatch, 0x1002: LayoutEventBatch,
+		0x4001: LayoutPublishBatch, 0x4009: LayoutAckedPublishBatch, 0x6009: LayoutAckedPublishBatch,
 	}
 	for f, want := range valid {
 		if got, err := ClassifyFlags(f); err != nil || got != want {
 			t.Errorf("%#04x: %v %v, want %v", f, got, err, want)
 		}
 	}
-	for _, f := range []uint16{0x0008, 0x0020, 0x0800, 0x0804, 0x2001, 0x2000, 0x0003, 0x0006, 0x0011, 0x0019, 0x1001, 0x0021} {
+	for _, f := range []uint16{0x0008, 0x0020, 0x0800, 0x0804, 0x2001, 0x2000, 0x0003, 0x0006, 0x0011, 0x0019, 0x1001, 0x0021, 0x4000, 0x4008, 0x6001, 0x4010, 0x4004, 0x6000} {
 		if _, err := ClassifyFlags(f); !errors.Is(err, ErrFlagCombination) {
 			t.Errorf("%#04x: %v, want ErrFlagCombination", f, err)
 		}
 	}
-	if _, err := ClassifyFlags(0x4000); !errors.Is(err, ErrUnknownFlags) {
-		t.Errorf("0x4000: %v", err)
+	if _, err := ClassifyFlags(0x8001); !errors.Is(err, ErrUnknownFlags) {
+		t.Errorf("0x8001: %v", err)
 	}
 }
 
@@ -265,6 +266,105 @@ func TestPublishBatchLayouts(t *testing.T) {
 	tr := append(bytes.Clone(frame[HeaderSize:]), 0)
 	if err := DecodeAckedPublishBatch(tr, true, &out); !errors.Is(err, ErrTrailingBytes) {
 		t.Fatalf("trailing: %v", err)
+	}
+}
+
+func TestKeyedPublishBatch(t *testing.T) {
+	base := PublishBatch{TenantID: []byte("t1"), Namespace: []byte("default"), Stream: []byte("demo"), Payloads: [][]byte{[]byte("hello"), {}}}
+	cases := []struct {
+		name  string
+		edit  func(*PublishBatch)
+		flags uint16
+		keyAt int // body offset of key_len
+	}{
+		{"unacked", func(*PublishBatch) {}, 0x4001, 0},
+		{"acked", func(b *PublishBatch) { b.Acked, b.RequestID, b.AckMode = true, 9, AckPerBatch }, 0x4009, 9},
+		{"idempotent", func(b *PublishBatch) {
+			b.Acked, b.RequestID, b.AckMode, b.ProducerID = true, 9, AckPerMessage, []byte("prod")
+		}, 0x6009, 9 + 1 + 4},
+	}
+	for _, tc := range cases {
+		in := base
+		tc.edit(&in)
+		in.Key = []byte{0, 'k', 0xFF} // opaque bytes, not UTF-8
+		frame, err := AppendPublishBatch(nil, &in)
+		if err != nil || binary.BigEndian.Uint16(frame[6:]) != tc.flags {
+			t.Fatalf("%s: flags %x %v", tc.name, frame[6:8], err)
+		}
+		body := frame[HeaderSize:]
+		if binary.BigEndian.Uint16(body[tc.keyAt:]) != 3 || !bytes.Equal(body[tc.keyAt+2:tc.keyAt+5], in.Key) ||
+			binary.BigEndian.Uint16(body[tc.keyAt+5:]) != 2 { // then tenant_len of "t1"
+			t.Fatalf("%s: key layout %x", tc.name, body)
+		}
+		var out PublishBatch
+		if err := DecodePublish(tc.flags, body, &out); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !bytes.Equal(out.Key, in.Key) || &out.Key[0] != &body[tc.keyAt+2] || out.RequestID != in.RequestID ||
+			!bytes.Equal(out.ProducerID, in.ProducerID) || string(out.Stream) != "demo" || len(out.Payloads) != 2 {
+			t.Fatalf("%s: decoded %+v", tc.name, out)
+		}
+		again, _ := AppendPublishBatch(nil, &out)
+		if !bytes.Equal(again, frame) {
+			t.Fatalf("%s: re-encode differs", tc.name)
+		}
+		// The same body without its modifier bit does not decode (the key bytes are not names).
+		if err := DecodePublish(tc.flags&^FlagPublishKeyed, body, &out); err == nil {
+			t.Fatalf("%s: decoded keyed body as unkeyed", tc.name)
+		}
+		// key_len beyond the body: typed error, request id still known.
+		short := bytes.Clone(body[:tc.keyAt+4])
+		err = DecodePublish(tc.flags, short, &out)
+		var de *DecodeError
+		if !errors.As(err, &de) || !errors.Is(err, ErrIncomplete) || de.Field != "key" || de.Offset != tc.keyAt+2 {
+			t.Fatalf("%s: short key: %v", tc.name, err)
+		}
+		if out.RequestID != in.RequestID || out.Key != nil {
+			t.Fatalf("%s: after short key %+v", tc.name, out)
+		}
+		// 0x4000 set but no room for key_len at all.
+		err = DecodePublish(tc.flags, bytes.Clone(body[:tc.keyAt+1]), &out)
+		if !errors.As(err, &de) || !errors.Is(err, ErrIncomplete) || de.Field != "key" {
+			t.Fatalf("%s: no key room: %v", tc.name, err)
+		}
+		// key_len 0 and key_len above MaxKeyLen are malformed.
+		for _, n := range []uint16{0, MaxKeyLen + 1} {
+			bad := bytes.Clone(body)
+			binary.BigEndian.PutUint16(bad[tc.keyAt:], n)
+			if err := DecodePublish(tc.flags, bad, &out); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("%s: key_len %d: %v", tc.name, n, err)
+			}
+		}
+	}
+	// An unkeyed decode clears a key left from the previous frame.
+	var out PublishBatch
+	out.Key = []byte("stale")
+	plain, _ := AppendPublishBatch(nil, &base)
+	if err := DecodePublish(0x0001, plain[HeaderSize:], &out); err != nil || out.Key != nil {
+		t.Fatalf("stale key: %q %v", out.Key, err)
+	}
+	// Encoder bounds.
+	long := base
+	long.Key = bytes.Repeat([]byte("k"), MaxKeyLen+1)
+	if got, err := AppendPublishBatch([]byte("x"), &long); !errors.Is(err, ErrTooLong) || string(got) != "x" {
+		t.Fatalf("long key: %v", err)
+	}
+	long.Key = long.Key[:MaxKeyLen]
+	frame, err := AppendPublishBatch(nil, &long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := DecodePublish(0x4001, frame[HeaderSize:], &out); err != nil || len(out.Key) != MaxKeyLen {
+		t.Fatalf("max key: %v", err)
+	}
+	// Decoding a keyed frame into a reused batch allocates nothing.
+	body := frame[HeaderSize:]
+	if allocs := testing.AllocsPerRun(100, func() {
+		if err := DecodePublish(0x4001, body, &out); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs != 0 {
+		t.Fatalf("keyed decode allocated %v times", allocs)
 	}
 }
 

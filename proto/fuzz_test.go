@@ -89,6 +89,15 @@ func FuzzDecodePublishBatch(f *testing.F) {
 	seed.Acked, seed.RequestID, seed.AckMode, seed.ProducerID = true, 3, AckPerBatch, []byte("p")
 	fr, _ = AppendPublishBatch(nil, &seed)
 	f.Add(uint16(0x2009), fr[HeaderSize:])
+	seed.Key = []byte("order-42")
+	fr, _ = AppendPublishBatch(nil, &seed)
+	f.Add(uint16(0x6009), fr[HeaderSize:])
+	seed.ProducerID = nil
+	fr, _ = AppendPublishBatch(nil, &seed)
+	f.Add(uint16(0x4009), fr[HeaderSize:])
+	seed.Acked = false
+	fr, _ = AppendPublishBatch(nil, &seed)
+	f.Add(uint16(0x4001), fr[HeaderSize:])
 	var dst PublishBatch
 	f.Fuzz(func(t *testing.T, flags uint16, b []byte) {
 		var err error
@@ -97,6 +106,8 @@ func FuzzDecodePublishBatch(f *testing.F) {
 			err = DecodePublishBatch(b, &dst)
 		case 0x0009, 0x2009:
 			err = DecodeAckedPublishBatch(b, flags == 0x2009, &dst)
+		case 0x4001, 0x4009, 0x6009:
+			err = DecodePublish(flags, b, &dst)
 		default:
 			_, _ = DecodeAckedPrefix(b)
 			if DecodePublish(flags, b, &dst) == nil {

@@ -55,6 +55,13 @@ func (w *jw) optTrue(k string, v bool) {
 
 func (w *jw) bytes(k string, v []byte) { w.key(k); w.b = appendBase64(w.b, v) }
 
+// optBytes writes k as base64 unless v is empty (an absent optional byte field).
+func (w *jw) optBytes(k string, v []byte) {
+	if len(v) > 0 {
+		w.bytes(k, v)
+	}
+}
+
 // nullBytes writes null for a nil slice and base64 otherwise (an empty non-nil slice is "").
 func (w *jw) nullBytes(k string, v []byte) {
 	w.key(k)

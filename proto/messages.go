@@ -57,6 +57,9 @@ const (
 	FeatureRedirects         = "redirects"
 	FeatureErrorCodes        = "error_codes"
 	FeaturePublishers        = "publishers"
+	// FeatureRoutingKeys: publish/publish_batch carry "key", publish_ok carries "shard", and
+	// binary publishes may set FlagPublishKeyed (docs/client-protocol.md D15).
+	FeatureRoutingKeys = "routing_keys"
 )
 
 // Message is one decoded or to-be-encoded JSON message. Concrete types are the pointer
@@ -105,11 +108,13 @@ type AuthOK struct {
 }
 
 // Publish is a single-payload publish (§6, §8.10). Ack "" = absent (per_message).
-// Idempotent requires ProducerID and RequestID.
+// Idempotent requires ProducerID and RequestID. Key is the routing key (base64, 1..MaxKeyLen
+// bytes; nil = absent, the broker picks the shard; docs/client-protocol.md D15).
 type Publish struct {
 	TenantID   string  `json:"tenant_id"`
 	Namespace  string  `json:"namespace"`
 	Stream     string  `json:"stream"`
+	Key        []byte  `json:"key"`
 	Payload    []byte  `json:"payload"`
 	RequestID  *uint64 `json:"request_id"`
 	Ack        JSONAck `json:"ack"`
@@ -117,11 +122,13 @@ type Publish struct {
 	Idempotent bool    `json:"idempotent"`
 }
 
-// JSONPublishBatch is the JSON publish_batch (§6, §8.10); one ack for the whole batch.
+// JSONPublishBatch is the JSON publish_batch (§6, §8.10); one ack for the whole batch. Key
+// routes the whole batch, as on Publish (D15).
 type JSONPublishBatch struct {
 	TenantID   string   `json:"tenant_id"`
 	Namespace  string   `json:"namespace"`
 	Stream     string   `json:"stream"`
+	Key        []byte   `json:"key"`
 	Payloads   [][]byte `json:"payloads"`
 	RequestID  *uint64  `json:"request_id"`
 	Ack        JSONAck  `json:"ack"`
@@ -130,12 +137,14 @@ type JSONPublishBatch struct {
 }
 
 // PublishOK acknowledges a publish (§6, §8.10). Offsets are present when known; Duplicate
-// marks an idempotent retry answered with the original result.
+// marks an idempotent retry answered with the original result; Shard (nil = absent) is the
+// shard that stored the batch, sent to clients that negotiated routing_keys (D15).
 type PublishOK struct {
 	RequestID   uint64  `json:"request_id"`
 	FirstOffset *uint64 `json:"first_offset"`
 	LastOffset  *uint64 `json:"last_offset"`
 	Duplicate   bool    `json:"duplicate"`
+	Shard       *uint32 `json:"shard"`
 }
 
 // PublishError refuses an acked publish (§6, §8.7). Code "" = absent.

@@ -16,7 +16,10 @@ func sampleMessages() []Message {
 		&AuthOK{ServerFlags: 6207, Features: []string{FeatureCounters}},
 		&Publish{TenantID: "t1", Namespace: "default", Stream: "s", Payload: []byte("hi"), RequestID: Ptr[uint64](1), Ack: JSONAckPerBatch, ProducerID: "p", Idempotent: true},
 		&JSONPublishBatch{TenantID: "t1", Namespace: "default", Stream: "s", Payloads: [][]byte{[]byte("a"), {}}, RequestID: Ptr[uint64](2), Ack: JSONAckNone},
+		&Publish{TenantID: "t1", Namespace: "default", Stream: "s", Key: []byte{0, 0xFF}, Payload: []byte("hi")},
+		&JSONPublishBatch{TenantID: "t1", Namespace: "default", Stream: "s", Key: []byte("order-7"), Payloads: [][]byte{[]byte("a")}, RequestID: Ptr[uint64](3), ProducerID: "p", Idempotent: true},
 		&PublishOK{RequestID: 1, FirstOffset: Ptr[uint64](10), LastOffset: Ptr[uint64](11), Duplicate: true},
+		&PublishOK{RequestID: 2, Shard: Ptr[uint32](3)},
 		&PublishError{RequestID: 1, Message: "nope", Code: CodeOverloaded},
 		&Subscribe{TenantID: "t1", Namespace: "default", Stream: "s", Start: &Start{Kind: StartOffset, Offset: 5}, Shard: Ptr[uint32](2), WithPublisher: true},
 		&Subscribed{SubscriptionID: 9},
@@ -111,6 +114,9 @@ func TestSpecExtensionExamples(t *testing.T) {
 		`{"type":"event_batch","tenant_id":"t1","namespace":"default","stream":"s","payloads":[],"base_offset":4,"skipped_before":1}`,
 		`{"type":"error","message":"moved","code":"leadership_lost","request_id":3}`,
 		`{"type":"publish_ok","request_id":1,"first_offset":5,"last_offset":9,"duplicate":true}`,
+		`{"type":"publish","tenant_id":"t1","namespace":"default","stream":"orders","key":"b3JkZXItNDI=","payload":"aGk=","request_id":1}`,
+		`{"type":"publish_batch","tenant_id":"t1","namespace":"default","stream":"orders","key":"AA==","payloads":["eA=="],"request_id":2,"ack":"per_batch"}`,
+		`{"type":"publish_ok","request_id":1,"first_offset":5,"last_offset":5,"shard":3}`,
 		`{"type":"cache_put","tenant_id":"t1","namespace":"default","cache":"c","key":"k","value":"","ttl_ms":null}`,
 		`{"type":"event","tenant_id":"t1","namespace":"default","stream":"s","payload":"","publisher":"ab\"\\\n\u0001é"}`,
 	}
@@ -175,6 +181,8 @@ func TestDecodeMessageErrors(t *testing.T) {
 		{`{"type":"cache_change","watch_id":1,"key":"k","op":"zap","value":null,"offset":1}`, ErrMalformed, "op"},
 		{`{"type":"event_batch","tenant_id":"t","namespace":"n","stream":"s","payloads":[""],"publishers":[]}`, ErrMalformed, "publishers"},
 		{"{\"type\":\"error\",\"message\":\"\xff\"}", ErrInvalidUTF8, "json"},
+		{`{"type":"publish","tenant_id":"t","namespace":"n","stream":"s","key":"","payload":""}`, ErrMalformed, "key"},
+		{`{"type":"publish_batch","tenant_id":"t","namespace":"n","stream":"s","key":"!!","payloads":[]}`, ErrMalformed, "json"},
 	}
 	for _, tc := range cases {
 		_, err := DecodeMessage([]byte(tc.body))
@@ -182,6 +190,22 @@ func TestDecodeMessageErrors(t *testing.T) {
 		if !ok || !errors.Is(err, tc.want) || de.Field != tc.field {
 			t.Errorf("%s: %v, want %v in field %s", tc.body, err, tc.want, tc.field)
 		}
+	}
+}
+
+func TestPublishKeyLimits(t *testing.T) {
+	long := &Publish{TenantID: "t", Namespace: "n", Stream: "s", Key: bytes.Repeat([]byte("k"), MaxKeyLen+1), Payload: []byte{}}
+	if _, err := DecodeMessage(long.AppendJSON(nil)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("key of %d bytes: %v", MaxKeyLen+1, err)
+	}
+	long.Key = long.Key[:MaxKeyLen]
+	m, err := DecodeMessage(long.AppendJSON(nil))
+	if err != nil || len(m.(*Publish).Key) != MaxKeyLen {
+		t.Fatalf("key of %d bytes: %v", MaxKeyLen, err)
+	}
+	// An empty key is written as absent, never as "key":"".
+	if got := string((&Publish{TenantID: "t", Namespace: "n", Stream: "s", Key: []byte{}, Payload: []byte{}}).AppendJSON(nil)); got != `{"type":"publish","tenant_id":"t","namespace":"n","stream":"s","payload":""}` {
+		t.Fatalf("empty key: %s", got)
 	}
 }
 

@@ -197,6 +197,15 @@ func validateIdempotent(idempotent bool, producerID string, requestID *uint64) e
 	return nil
 }
 
+// validateKey checks a decoded routing key: absent (nil) or 1..MaxKeyLen bytes (D15); a
+// present empty key ("key":"") is ErrMalformed, so "no key" has one spelling.
+func validateKey(k []byte) error {
+	if k != nil && (len(k) == 0 || len(k) > MaxKeyLen) {
+		return decodeErr("key", 0, ErrMalformed)
+	}
+	return nil
+}
+
 // validateMessage checks enum values and cross-field rules encoding/json cannot express.
 func validateMessage(m Message) error {
 	switch m := m.(type) {
@@ -204,9 +213,15 @@ func validateMessage(m Message) error {
 		if err := validateAck(m.Ack); err != nil {
 			return err
 		}
+		if err := validateKey(m.Key); err != nil {
+			return err
+		}
 		return validateIdempotent(m.Idempotent, m.ProducerID, m.RequestID)
 	case *JSONPublishBatch:
 		if err := validateAck(m.Ack); err != nil {
+			return err
+		}
+		if err := validateKey(m.Key); err != nil {
 			return err
 		}
 		return validateIdempotent(m.Idempotent, m.ProducerID, m.RequestID)

@@ -158,6 +158,7 @@ func (w *jw) cacheKey(tenant, namespace, cache, key string) {
 func (m *Publish) AppendJSON(dst []byte) []byte {
 	w := newObject(dst, TypePublish)
 	w.target(m.TenantID, m.Namespace, m.Stream)
+	w.optBytes("key", m.Key)
 	w.bytes("payload", m.Payload)
 	w.optU64("request_id", m.RequestID)
 	w.optStr("ack", string(m.Ack))
@@ -170,6 +171,7 @@ func (m *Publish) AppendJSON(dst []byte) []byte {
 func (m *JSONPublishBatch) AppendJSON(dst []byte) []byte {
 	w := newObject(dst, TypePublishBatch)
 	w.target(m.TenantID, m.Namespace, m.Stream)
+	w.optBytes("key", m.Key)
 	w.bytesList("payloads", m.Payloads)
 	w.optU64("request_id", m.RequestID)
 	w.optStr("ack", string(m.Ack))
@@ -185,6 +187,7 @@ func (m *PublishOK) AppendJSON(dst []byte) []byte {
 	w.optU64("first_offset", m.FirstOffset)
 	w.optU64("last_offset", m.LastOffset)
 	w.optTrue("duplicate", m.Duplicate)
+	w.optU32("shard", m.Shard)
 	return w.end()
 }
 

@@ -14,40 +14,82 @@ const (
 	AckPerBatch   AckMode = 2
 )
 
-// PublishBatch is a decoded binary publish batch (flags 0x0001, 0x0009, 0x2009;
-// spec/client-protocol.md §5.1, §5.2, §8.10). Every []byte is a sub-slice of the decoded
-// body (zero-copy, valid while that buffer is untouched). Reuse one PublishBatch across
-// frames: decoding reuses Payloads' capacity and then allocates nothing.
+// PublishBatch is a decoded binary publish batch (flags 0x0001, 0x0009, 0x2009, each
+// optionally with 0x4000; spec/client-protocol.md §5.1, §5.2, §8.10, docs/client-protocol.md
+// D15). Every []byte is a sub-slice of the decoded body (zero-copy, valid while that buffer
+// is untouched). Reuse one PublishBatch across frames: decoding reuses Payloads' capacity
+// and then allocates nothing.
 type PublishBatch struct {
 	Acked      bool    // frame carried the 0x0008 prefix
 	RequestID  uint64  // only when Acked
 	AckMode    AckMode // only when Acked
 	ProducerID []byte  // only with FlagPublishIdempotent (u8-length-prefixed UTF-8, non-empty)
-	TenantID   []byte
-	Namespace  []byte
-	Stream     []byte
-	Payloads   [][]byte
+	// Key is the routing key (FlagPublishKeyed: u16 key_len, 1..MaxKeyLen opaque bytes);
+	// nil or empty = no key (the broker picks the shard). Encoders set 0x4000 when non-empty.
+	Key       []byte
+	TenantID  []byte
+	Namespace []byte
+	Stream    []byte
+	Payloads  [][]byte
 }
 
-// Flags returns the frame flags this batch encodes with: 0x0001, 0x0009 or 0x2009.
+// MaxKeyLen is the longest routing key in bytes (FlagPublishKeyed, JSON "key";
+// docs/client-protocol.md D15).
+const MaxKeyLen = 1024
+
+// Flags returns the frame flags this batch encodes with: 0x0001, 0x0009 or 0x2009, plus
+// 0x4000 when Key is non-empty.
 func (b *PublishBatch) Flags() uint16 {
+	var f uint16
 	switch {
 	case !b.Acked:
-		return FlagBinaryPublishBatch
+		f = FlagBinaryPublishBatch
 	case b.ProducerID != nil:
-		return FlagBinaryPublishBatch | FlagBinaryPublishAcked | FlagPublishIdempotent
+		f = FlagBinaryPublishBatch | FlagBinaryPublishAcked | FlagPublishIdempotent
 	default:
-		return FlagBinaryPublishBatch | FlagBinaryPublishAcked
+		f = FlagBinaryPublishBatch | FlagBinaryPublishAcked
 	}
+	if len(b.Key) > 0 {
+		f |= FlagPublishKeyed
+	}
+	return f
 }
 
 // DecodePublishBatch decodes a §5.1 body (flags 0x0001) into dst, reusing dst.Payloads.
+// For a keyed frame (0x4001) use DecodePublish.
 // Errors are *DecodeError (ErrIncomplete, ErrMalformed for a count larger than remaining/4,
 // ErrInvalidUTF8, ErrTrailingBytes).
 func DecodePublishBatch(body []byte, dst *PublishBatch) error {
-	dst.Acked, dst.RequestID, dst.AckMode, dst.ProducerID = false, 0, 0, nil
+	return decodeUnacked(body, false, dst)
+}
+
+// decodeUnacked decodes 0x0001 (keyed false) or 0x4001 (keyed true: u16 key_len, key first).
+func decodeUnacked(body []byte, keyed bool, dst *PublishBatch) error {
+	dst.Acked, dst.RequestID, dst.AckMode, dst.ProducerID, dst.Key = false, 0, 0, nil, nil
 	c := cursor{b: body}
+	if keyed {
+		if err := decodeKey(&c, dst); err != nil {
+			return err
+		}
+	}
 	return decodePublishRest(&c, dst)
+}
+
+// decodeKey reads u16 key_len and the key (1..MaxKeyLen bytes, opaque) into dst.Key. A
+// length of 0 or above MaxKeyLen is ErrMalformed; one beyond the body is ErrIncomplete.
+func decodeKey(c *cursor, dst *PublishBatch) error {
+	start := c.off
+	n, err := c.u16("key")
+	if err != nil {
+		return err
+	}
+	if n == 0 || n > MaxKeyLen {
+		return decodeErr("key", start, ErrMalformed)
+	}
+	if dst.Key, err = c.bytes("key", int(n)); err != nil {
+		return err
+	}
+	return nil
 }
 
 // AckedPrefix is the 9-byte prefix of an acked publish batch (§5.2).
@@ -81,9 +123,15 @@ func DecodeAckedPrefix(body []byte) (AckedPrefix, error) {
 // DecodeAckedPublishBatch decodes a §5.2 body (flags 0x0009, or 0x2009 when idempotent is
 // true: u8 producer_id_len + producer_id follow the prefix, §8.10) into dst. When the prefix
 // decoded, dst.Acked is true and dst.RequestID is set even if a later field fails, so the
-// caller can answer an error ack. Allocates nothing once dst.Payloads has capacity.
+// caller can answer an error ack. Allocates nothing once dst.Payloads has capacity. For a
+// keyed frame (0x4000) use DecodePublish.
 func DecodeAckedPublishBatch(body []byte, idempotent bool, dst *PublishBatch) error {
-	dst.Acked, dst.RequestID, dst.AckMode, dst.ProducerID = false, 0, 0, nil
+	return decodeAcked(body, idempotent, false, dst)
+}
+
+// decodeAcked decodes every acked layout: prefix, [producer id], [key], §5.1 body.
+func decodeAcked(body []byte, idempotent, keyed bool, dst *PublishBatch) error {
+	dst.Acked, dst.RequestID, dst.AckMode, dst.ProducerID, dst.Key = false, 0, 0, nil, nil
 	p, err := DecodeAckedPrefix(body)
 	if err != nil {
 		return err
@@ -100,6 +148,11 @@ func DecodeAckedPublishBatch(body []byte, idempotent bool, dst *PublishBatch) er
 			return decodeErr("producer_id", start, ErrMalformed)
 		}
 		dst.ProducerID = id
+	}
+	if keyed {
+		if err := decodeKey(&c, dst); err != nil {
+			return err
+		}
 	}
 	return decodePublishRest(&c, dst)
 }
@@ -122,9 +175,10 @@ func decodePublishRest(c *cursor, dst *PublishBatch) error {
 }
 
 // AppendPublishBatch appends a whole frame (header + body) for b: flags b.Flags(), layout
-// §5.1/§5.2/§8.10. Names must be ≤ 65535 bytes of UTF-8, ProducerID ≤ 255 bytes, and
-// b.AckMode 1 or 2 when b.Acked; otherwise it returns dst unchanged and ErrTooLong or
-// ErrMalformed. Allocates nothing beyond the growth of dst.
+// §5.1/§5.2/§8.10 and D15 (u16 key_len, key after the prefix and producer id when Key is
+// non-empty). Names must be ≤ 65535 bytes of UTF-8, ProducerID ≤ 255 bytes, Key ≤
+// MaxKeyLen bytes, and b.AckMode 1 or 2 when b.Acked; otherwise it returns dst unchanged
+// and ErrTooLong or ErrMalformed. Allocates nothing beyond the growth of dst.
 func AppendPublishBatch(dst []byte, b *PublishBatch) ([]byte, error) {
 	if err := checkNames(b.TenantID, b.Namespace, b.Stream); err != nil {
 		return dst, err
@@ -135,6 +189,9 @@ func AppendPublishBatch(dst []byte, b *PublishBatch) ([]byte, error) {
 	if b.Acked && b.ProducerID != nil && (len(b.ProducerID) == 0 || len(b.ProducerID) > 255) {
 		return dst, ErrTooLong
 	}
+	if len(b.Key) > MaxKeyLen {
+		return dst, ErrTooLong
+	}
 	out, start := beginFrame(dst, b.Flags())
 	if b.Acked {
 		out = appendU64(out, b.RequestID)
@@ -143,6 +200,10 @@ func AppendPublishBatch(dst []byte, b *PublishBatch) ([]byte, error) {
 			out = append(out, byte(len(b.ProducerID)))
 			out = append(out, b.ProducerID...)
 		}
+	}
+	if len(b.Key) > 0 {
+		out = appendU16(out, uint16(len(b.Key)))
+		out = append(out, b.Key...)
 	}
 	out = appendStr16(out, b.TenantID)
 	out = appendStr16(out, b.Namespace)
@@ -248,8 +309,10 @@ func truncateUTF8(s string, max int) string {
 }
 
 // DecodePublish decodes any binary publish body by its header flags: 0x0001, 0x0009 or
-// 0x2009 (spec/client-protocol.md §5.1, §5.2, §8.10). Other flags are ErrFlagCombination
-// (or ErrUnknownFlags). Same reuse and zero-copy rules as DecodePublishBatch.
+// 0x2009, each optionally with the routing-key modifier 0x4000 (spec/client-protocol.md
+// §5.1, §5.2, §8.10; docs/client-protocol.md D15). Other flags are ErrFlagCombination (or
+// ErrUnknownFlags). Same reuse and zero-copy rules as DecodePublishBatch; dst.Key is a
+// sub-slice of body too. For acked layouts dst.RequestID is set once the prefix decoded.
 func DecodePublish(flags uint16, body []byte, dst *PublishBatch) error {
 	layout, err := ClassifyFlags(flags)
 	if err != nil {
@@ -257,9 +320,9 @@ func DecodePublish(flags uint16, body []byte, dst *PublishBatch) error {
 	}
 	switch layout {
 	case LayoutPublishBatch:
-		return DecodePublishBatch(body, dst)
+		return decodeUnacked(body, flags&FlagPublishKeyed != 0, dst)
 	case LayoutAckedPublishBatch:
-		return DecodeAckedPublishBatch(body, flags&FlagPublishIdempotent != 0, dst)
+		return decodeAcked(body, flags&FlagPublishIdempotent != 0, flags&FlagPublishKeyed != 0, dst)
 	}
 	return decodeErr("flags", 6, ErrFlagCombination)
 }
