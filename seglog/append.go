@@ -578,6 +578,10 @@ func (l *Log) retire() {
 			}
 		}
 		if u.dropBefore {
+			if err := l.syncBeforeDrop(u); err != nil {
+				l.fail(err)
+				return
+			}
 			if err := l.dropBefore(u.seg); err != nil {
 				l.fail(err)
 				return
@@ -585,6 +589,25 @@ func (l *Log) retire() {
 		}
 		l.freeUnit(u)
 	}
+}
+
+// syncBeforeDrop makes a compaction's live set durable before the segments it
+// replaces are deleted (Compact). Under on_commit the unit completed after its
+// fdatasync already; under periodic and none this runs one synchronous
+// fdatasync of the unit's segment (compactions are rare; a sealed segment was
+// synced by its seal).
+func (l *Log) syncBeforeDrop(u *unit) error {
+	if l.opts.FsyncMode == FsyncOnCommit || u.seg.wf == nil || l.durable.Load() >= u.next {
+		return nil
+	}
+	if err := u.seg.wf.Datasync(); err != nil {
+		return storageErr("fdatasync", u.seg.path, err)
+	}
+	l.d.stats.syncs.Add(1)
+	if l.written > l.durable.Load() && !l.syncInFlight {
+		l.durable.Store(l.written)
+	}
+	return nil
 }
 
 // newUnit returns a recycled unit (its cbs slice kept for reuse) or a new one.
