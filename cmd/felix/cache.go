@@ -64,7 +64,8 @@ func (a *app) readValue(args []string, i int, file string) ([]byte, error) {
 	case len(args) > i:
 		return []byte(args[i]), nil
 	case file != "":
-		return os.ReadFile(file)
+		data, err := os.ReadFile(file)
+		return data, withKind(ErrUsage, err)
 	}
 	return io.ReadAll(a.stdin)
 }
