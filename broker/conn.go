@@ -17,14 +17,15 @@ import (
 
 // ServerFlags are the FLX1 capability bits this broker advertises in auth_ok
 // (spec/client-protocol.md §3, §4): the v1 KNOWN_FLAGS 0x003F plus 0x2000 (idempotent binary
-// publish, §8.10) = 0x203F. Each side uses the intersection with what the client offered.
+// publish, §8.10) and 0x4000 (routing key, docs/client-protocol.md D15) = 0x603F. Each side
+// uses the intersection with what the client offered.
 // 0x0800 (skipped offsets) and 0x1000 (publishers) are not advertised: a single node writes
 // no generation-start records and does not record publishers.
-const ServerFlags = proto.KnownFlagsV1 | proto.FlagPublishIdempotent
+const ServerFlags = proto.KnownFlagsV1 | proto.FlagPublishIdempotent | proto.FlagPublishKeyed
 
 // serverFeatures are the JSON-only features of spec §8.0 this broker implements; auth_ok
 // lists the intersection with the client's list.
-var serverFeatures = []string{proto.FeatureErrorCodes, proto.FeatureIdempotentPublish, proto.FeatureCacheDelete, proto.FeatureCounters, proto.FeatureGroups, proto.FeatureCacheWatch}
+var serverFeatures = []string{proto.FeatureErrorCodes, proto.FeatureIdempotentPublish, proto.FeatureCacheDelete, proto.FeatureCounters, proto.FeatureGroups, proto.FeatureCacheWatch, proto.FeatureRoutingKeys}
 
 // connHandler serves one client connection: it accepts the client's bi streams (control,
 // cache) and uni streams (publish-only) and runs one session per stream. Bounds: the
@@ -117,6 +118,7 @@ type session struct {
 	closeStream bool   // a uni stream got something it may not carry
 	flags       uint16 // negotiated FLX1 flags
 	codes       bool   // client listed "error_codes"
+	routing     bool   // client listed "routing_keys": publish_ok carries shard
 	buffers     chan []byte
 	ops         chan *pubOp
 	inflight    sync.WaitGroup
@@ -290,9 +292,9 @@ func (s *session) handleJSON(body []byte) {
 	}
 	switch m := m.(type) {
 	case *proto.Publish:
-		s.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, [][]byte{m.Payload}, m.RequestID, m.Ack, m.ProducerID, m.Idempotent)
+		s.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, [][]byte{m.Payload}, m.RequestID, m.Ack, m.ProducerID, m.Idempotent)
 	case *proto.JSONPublishBatch:
-		s.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Payloads, m.RequestID, m.Ack, m.ProducerID, m.Idempotent)
+		s.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, m.Payloads, m.RequestID, m.Ack, m.ProducerID, m.Idempotent)
 	default:
 		if s.uni {
 			// A publish-only stream carries publishes only (spec §1.1): anything else closes it.

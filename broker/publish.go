@@ -45,8 +45,11 @@ func (s *session) handleAuth(a *proto.Auth) {
 				features = append(features, f)
 			}
 		}
-		if f == proto.FeatureErrorCodes {
+		switch f {
+		case proto.FeatureErrorCodes:
 			s.codes = true
+		case proto.FeatureRoutingKeys:
+			s.routing = true
 		}
 	}
 	s.send(&proto.AuthOK{ServerFlags: ServerFlags, Features: features})
@@ -167,11 +170,17 @@ func (op *pubOp) recycle() {
 
 // sendPublishOK answers an acked JSON publish. Separate from complete so that taking the
 // offsets' addresses does not move complete's result parameter to the heap on every call.
+// The shard that stored the batch is included for clients that negotiated routing_keys
+// (docs/client-protocol.md D15).
 func (s *session) sendPublishOK(requestID uint64, res core.PublishResult, durable bool) {
 	ok := &proto.PublishOK{RequestID: requestID, Duplicate: res.Duplicate}
 	if durable {
 		first, last := res.FirstOffset, res.LastOffset
 		ok.FirstOffset, ok.LastOffset = &first, &last
+	}
+	if s.routing {
+		shard := uint32(res.Shard)
+		ok.Shard = &shard
 	}
 	s.send(ok)
 }
@@ -214,8 +223,9 @@ func errorCode(err error) (proto.ErrorCode, string) {
 }
 
 // handleJSONPublish serves publish / publish_batch (spec §6): ack absent = per_message;
-// an acked publish needs request_id; permission before existence.
-func (s *session) handleJSONPublish(tenant, ns, stream string, payloads [][]byte, requestID *uint64, ack proto.JSONAck, producer string, idempotent bool) {
+// an acked publish needs request_id; permission before existence. A non-nil key routes the
+// batch to the key's shard (core.RouteKey; docs/client-protocol.md D15).
+func (s *session) handleJSONPublish(tenant, ns, stream string, key []byte, payloads [][]byte, requestID *uint64, ack proto.JSONAck, producer string, idempotent bool) {
 	answer := answerJSON
 	if ack == proto.JSONAckNone || s.uni {
 		answer = answerNone
@@ -245,14 +255,16 @@ func (s *session) handleJSONPublish(tenant, ns, stream string, payloads [][]byte
 	} else {
 		op.req.Payloads = payloads
 	}
+	op.req.Key = key
 	if idempotent && requestID != nil {
 		op.req.ProducerID, op.req.Sequence = producer, id
 	}
 	s.submit(op, names, id, answer, nil)
 }
 
-// handleBinaryPublish serves 0x0001 and 0x0009 (spec §5.1, §5.2). The payloads stay in
-// body until the engine's completion; it reports whether body was handed over.
+// handleBinaryPublish serves 0x0001 and 0x0009, with the 0x2000 and 0x4000 modifiers (spec
+// §5.1, §5.2, §8.10; routing key: docs/client-protocol.md D15). The payloads and the key stay
+// in body until the engine's completion; it reports whether body was handed over.
 func (s *session) handleBinaryPublish(flags uint16, body []byte) bool {
 	acked := flags&proto.FlagBinaryPublishAcked != 0
 	if acked && s.uni {
@@ -273,13 +285,13 @@ func (s *session) handleBinaryPublish(flags uint16, body []byte) bool {
 			return false
 		}
 		answer = answerBinaryAck
-		err = proto.DecodeAckedPublishBatch(body, flags&proto.FlagPublishIdempotent != 0, &s.batch)
+		err = proto.DecodePublish(flags, body, &s.batch)
 		if err != nil {
 			s.h.s.m.protocolErrors.Inc()
 			s.answerPublishError(answerBinaryAck, prefix.RequestID, proto.CodeMalformed, err.Error())
 			return false
 		}
-	} else if err = proto.DecodePublishBatch(body, &s.batch); err != nil {
+	} else if err = proto.DecodePublish(flags, body, &s.batch); err != nil {
 		s.h.s.m.protocolErrors.Inc()
 		s.sendError(proto.CodeMalformed, err.Error(), nil)
 		s.closeStream = s.uni
@@ -297,6 +309,7 @@ func (s *session) handleBinaryPublish(flags uint16, body []byte) bool {
 	}
 	op := s.newPubOp()
 	op.req.Payloads = append(op.req.Payloads[:0], b.Payloads...)
+	op.req.Key = b.Key
 	if b.ProducerID != nil {
 		op.req.ProducerID, op.req.Sequence = string(b.ProducerID), b.RequestID
 	}
