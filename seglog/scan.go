@@ -76,68 +76,15 @@ type scanResult struct {
 func (s *scanner) scanRecords(pos int64, off uint64, fn func(pos int64, h *recordHeader, rec []byte) bool) scanResult {
 	r := scanResult{end: pos, next: off}
 	var h recordHeader // outside the loop: &h escapes to fn, allocated once per scan
-	var st headerStatus
-	var why string
 	for pos < s.size {
-		hb, err := s.at(pos, s.hl)
-		if err != nil {
-			r.err = err
-			return r
-		}
-		if len(hb) < s.hl {
-			if s.version >= 3 && allZero(hb) {
-				r.zeroEnd = true
-				return r
-			}
-			r.err = &CorruptionError{Kind: CorruptTruncated, Position: pos, Needed: int64(s.hl), Available: int64(len(hb))}
-			r.torn = true
-			return r
-		}
-		h, st, why = parseRecordHeader(hb, s.version)
-		switch st {
-		case headerZero:
-			r.zeroEnd = true
-			return r
-		case headerBadCRC:
-			r.err = &CorruptionError{Kind: CorruptRecordHeaderChecksum, Position: pos}
-			r.torn = s.zeroSectorIn(pos, pos+int64(s.hl))
-			return r
-		case headerBad:
-			k := CorruptRecordInvalid
-			if h.bodyLen > MaxPayloadBytes {
-				k = CorruptRecordTooLarge
-			}
-			r.err = &CorruptionError{Kind: k, Position: pos, Detail: why}
-			return r
-		}
-		n := s.hl + int(h.bodyLen)
-		rec, err := s.at(pos, n)
-		if err != nil {
-			r.err = err
-			return r
-		}
-		if len(rec) < n {
-			r.err = &CorruptionError{Kind: CorruptTruncated, Position: pos, Needed: int64(n), Available: int64(len(rec))}
-			r.torn = true
-			return r
-		}
-		if s.verify && !checkBody(rec, s.hl, &h) {
-			r.err = &CorruptionError{Kind: CorruptRecordChecksum, Position: pos}
-			r.torn = s.zeroSectorIn(pos, pos+int64(n))
-			return r
-		}
-		if _, _, ok := splitBody(rec[s.hl:], &h); !ok {
-			r.err = &CorruptionError{Kind: CorruptRecordInvalid, Position: pos, Detail: "publisher length overruns the body"}
-			return r
-		}
-		if h.offset != off {
-			r.err = &CorruptionError{Kind: CorruptOffsetOutOfOrder, Position: pos, Detail: offsetDetail(off, h.offset)}
+		rec := s.nextRecord(pos, off, &h, &r)
+		if rec == nil {
 			return r
 		}
 		if !fn(pos, &h, rec) {
 			return r
 		}
-		pos += int64(n)
+		pos += int64(len(rec))
 		off++
 		r.end, r.next, r.count = pos, off, r.count+1
 		if h.ts > r.maxTs {
@@ -145,6 +92,66 @@ func (s *scanner) scanRecords(pos int64, off uint64, fn func(pos int64, h *recor
 		}
 	}
 	return r
+}
+
+// nextRecord reads and checks the record at pos (expected offset off) into h
+// and returns its bytes; nil when the scan stops there, with r.zeroEnd or
+// r.err (and r.torn) set.
+func (s *scanner) nextRecord(pos int64, off uint64, h *recordHeader, r *scanResult) []byte {
+	hb, err := s.at(pos, s.hl)
+	if err != nil {
+		r.err = err
+		return nil
+	}
+	if len(hb) < s.hl {
+		if s.version >= 3 && allZero(hb) {
+			r.zeroEnd = true
+			return nil
+		}
+		r.err = &CorruptionError{Kind: CorruptTruncated, Position: pos, Needed: int64(s.hl), Available: int64(len(hb))}
+		r.torn = true
+		return nil
+	}
+	var st headerStatus
+	var why string
+	*h, st, why = parseRecordHeader(hb, s.version)
+	switch st {
+	case headerZero:
+		r.zeroEnd = true
+		return nil
+	case headerBadCRC:
+		r.err = &CorruptionError{Kind: CorruptRecordHeaderChecksum, Position: pos}
+		r.torn = s.zeroSectorIn(pos, pos+int64(s.hl))
+		return nil
+	case headerBad:
+		k := CorruptRecordInvalid
+		if h.bodyLen > MaxPayloadBytes {
+			k = CorruptRecordTooLarge
+		}
+		r.err = &CorruptionError{Kind: k, Position: pos, Detail: why}
+		return nil
+	}
+	n := s.hl + int(h.bodyLen)
+	rec, err := s.at(pos, n)
+	switch {
+	case err != nil:
+		r.err = err
+	case len(rec) < n:
+		r.err = &CorruptionError{Kind: CorruptTruncated, Position: pos, Needed: int64(n), Available: int64(len(rec))}
+		r.torn = true
+	case s.verify && !checkBody(rec, s.hl, h):
+		r.err = &CorruptionError{Kind: CorruptRecordChecksum, Position: pos}
+		r.torn = s.zeroSectorIn(pos, pos+int64(n))
+	default:
+		if _, _, ok := splitBody(rec[s.hl:], h); !ok {
+			r.err = &CorruptionError{Kind: CorruptRecordInvalid, Position: pos, Detail: "publisher length overruns the body"}
+		} else if h.offset != off {
+			r.err = &CorruptionError{Kind: CorruptOffsetOutOfOrder, Position: pos, Detail: offsetDetail(off, h.offset)}
+		} else {
+			return rec[:n]
+		}
+	}
+	return nil
 }
 
 func offsetDetail(want, got uint64) string {
