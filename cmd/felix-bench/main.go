@@ -335,6 +335,20 @@ func planCmd(g *globals) *cobra.Command {
 					bench.FormatRate(k.Offered), bench.FormatBytes(k.BytesPS), bench.FormatLatency(k.P99), k.CPUCores,
 					100*k.CPUCores/float64(e.machine.Cores), e.machine.Cores, float64(k.RSS)/(1<<20))
 				fmt.Fprintf(out, "Sizing: %s\n", pl.SizingLine(e.machine))
+			} else {
+				fmt.Fprintf(out, "Knee: none: no rate tried kept p99 ≤ %v with its books balanced and ≥ 95 %% of the offered rate delivered.\n", slo)
+				best := -1
+				for i, p := range pl.Points {
+					if p.Err == "" && p.P99 > 0 && (best < 0 || p.P99 < pl.Points[best].P99) {
+						best = i
+					}
+				}
+				if best >= 0 {
+					b := pl.Points[best]
+					fmt.Fprintf(out, "Sizing: none at this SLO on this machine now; the lowest p99 seen was %s at %s records/s "+
+						"(load average and other processes count: %d cores shared). Retry on a quiet machine or with --slo-p99 above %s.\n",
+						bench.FormatLatency(b.P99), bench.FormatRate(b.Offered), e.machine.Cores, bench.FormatLatency(b.P99))
+				}
 			}
 			if chart == "" {
 				chart = "plan-" + shape + ".svg"
