@@ -21,7 +21,7 @@ import (
 func TestDrainOverrunIsAnUncleanStop(t *testing.T) {
 	dir := t.TempDir()
 	cfg, _, err := LoadConfig(nil, envOf(map[string]string{"FELIX_QUIC_BIND": "127.0.0.1:0", "FELIX_BROKER_METRICS_BIND": "127.0.0.1:0",
-		"FELIX_DURABLE_STORAGE_DIR": dir, "FELIX_AUTH": "off", "FELIX_CORE_SHARDS": "1", "FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS": "300",
+		"FELIX_DURABLE_STORAGE_DIR": dir, "FELIX_AUTH": "off", "FELIX_CORE_SHARDS": "1", "FELIX_DURABLE_SEGMENT_BYTES": "1048576", "FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS": "300",
 		"FELIX_STREAM_WRITER_MAX_BYTES": "1073741824"}))
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 func startInProcess(tb testing.TB, env map[string]string) (*Server, func()) {
 	tb.Helper()
 	base := map[string]string{"FELIX_QUIC_BIND": "127.0.0.1:0", "FELIX_BROKER_METRICS_BIND": "127.0.0.1:0",
-		"FELIX_DURABLE_STORAGE_DIR": tb.TempDir(), "FELIX_AUTH": "off", "FELIX_CORE_SHARDS": "1"}
+		"FELIX_DURABLE_STORAGE_DIR": tb.TempDir(), "FELIX_AUTH": "off", "FELIX_CORE_SHARDS": "1", "FELIX_DURABLE_SEGMENT_BYTES": "1048576"}
 	for k, v := range env {
 		base[k] = v
 	}
