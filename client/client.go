@@ -33,6 +33,7 @@ const ClientFlags = proto.KnownFlags
 var Features = []string{
 	proto.FeatureCacheDelete, proto.FeatureCounters, proto.FeatureGroups, proto.FeatureCacheWatch,
 	proto.FeatureIdempotentPublish, proto.FeatureRedirects, proto.FeatureErrorCodes, proto.FeaturePublishers,
+	proto.FeatureRoutingKeys,
 }
 
 // Client is a connection to one Felix broker: a pool of QUIC connections, each with a

@@ -143,7 +143,7 @@ func (fb *fakeBroker) serveStream(c *quic.Conn, st *quic.Stream) {
 			}
 			// Ack "binary" marks the frame's origin for handlers (answer with a 0x0010 ack).
 			m = &proto.JSONPublishBatch{TenantID: string(pb.TenantID), Namespace: string(pb.Namespace), Stream: string(pb.Stream),
-				Payloads: payloads, RequestID: &id, ProducerID: string(pb.ProducerID), Ack: "binary", Idempotent: h.Flags&proto.FlagPublishIdempotent != 0}
+				Key: append([]byte(nil), pb.Key...), Payloads: payloads, RequestID: &id, ProducerID: string(pb.ProducerID), Ack: "binary", Idempotent: h.Flags&proto.FlagPublishIdempotent != 0}
 		}
 		if a, ok := m.(*proto.Auth); ok {
 			if fb.legacy || a.ClientFlags == nil {
@@ -791,7 +791,7 @@ func TestLingerAndSealing(t *testing.T) {
 	a, _ := p.Publish(ctx, []byte("a"))
 	bpd, _ := p.Publish(ctx, []byte("b"))
 	p.mu.Lock()
-	open := p.cur != nil && len(p.cur.ends) == 2
+	open := p.open[""] != nil && len(p.open[""].ends) == 2
 	p.mu.Unlock()
 	if !open || len(timers.pending) != 1 || timers.pending[0].d != time.Hour {
 		t.Fatalf("two records under MaxRecords must wait for the linger (open=%v timers=%d)", open, len(timers.pending))

@@ -1,11 +1,13 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -83,12 +85,20 @@ type PublishResult struct {
 	FirstOffset, LastOffset uint64
 	// Duplicate is true when an idempotent re-send found the batch already stored.
 	Duplicate bool
+	// HasShard is true when the broker reported the shard that stored the record (feature
+	// routing_keys; only JSON acks carry it, so PublisherOptions.Offsets must be set).
+	HasShard bool
+	// Shard is the stream shard that stored the record (valid when HasShard).
+	Shard uint32
 }
 
 // Publisher batches records for one stream (PublisherOptions). It is safe for concurrent
-// use. Batches are written in order on one request stream (chosen again only when it
-// fails), so records from one goroutine keep their order; an idempotent re-send after a
-// lost connection may land after batches sent later. Close it to flush.
+// use. Records are grouped into batches by routing key (Publish: no key; PublishKeyed: one
+// batch per key, docs/client-protocol.md D15), each batch sealed on its own linger or size
+// limit. Batches are written in the order they were sealed on one request stream (chosen
+// again only when it fails), so records of one key from one goroutine keep their order;
+// records of different keys may be reordered against each other; an idempotent re-send
+// after a lost connection may land after batches sent later. Close it to flush.
 type Publisher struct {
 	c          *Client
 	stream     string
@@ -98,7 +108,8 @@ type Publisher struct {
 	cancel     context.CancelFunc
 
 	mu          sync.Mutex
-	cur         *batch
+	open        map[string]*batch // open batch per routing key ("" = no key)
+	seq         uint64            // creation order of open batches (sealing order)
 	closed      bool
 	outstanding map[*batch]struct{}
 	inflight    int64
@@ -125,6 +136,8 @@ type batchBufs struct {
 // batch is one publish request: records, its request id (kept across idempotent re-sends)
 // and its outcome.
 type batch struct {
+	key      string // routing key ("" = none), kept across idempotent re-sends
+	seq      uint64
 	arena    []byte
 	ends     []int
 	payloads [][]byte
@@ -142,7 +155,11 @@ type BatchResult struct {
 	HasOffsets              bool
 	FirstOffset, LastOffset uint64
 	Duplicate               bool
-	Records                 int
+	// HasShard and Shard: the shard that stored the batch, when the broker reported it
+	// (see PublishResult.HasShard).
+	HasShard bool
+	Shard    uint32
+	Records  int
 }
 
 // Pending is the future of one published record. The zero value is invalid.
@@ -168,7 +185,7 @@ func (p Pending) Wait(ctx context.Context) (PublishResult, error) {
 	if p.b.err != nil {
 		return PublishResult{}, p.b.err
 	}
-	r := PublishResult{HasOffsets: p.b.res.HasOffsets, Duplicate: p.b.res.Duplicate}
+	r := PublishResult{HasOffsets: p.b.res.HasOffsets, Duplicate: p.b.res.Duplicate, HasShard: p.b.res.HasShard, Shard: p.b.res.Shard}
 	if r.HasOffsets {
 		r.FirstOffset = p.b.res.FirstOffset + uint64(p.i)
 		r.LastOffset = r.FirstOffset
@@ -197,7 +214,7 @@ func (c *Client) NewPublisher(stream string, opts PublisherOptions) (*Publisher,
 		return nil, fmt.Errorf("%w: stream name: %v", ErrInvalidArgument, err)
 	}
 	opts.defaults()
-	p := &Publisher{names: names, c: c, stream: stream, opts: opts, outstanding: map[*batch]struct{}{},
+	p := &Publisher{names: names, c: c, stream: stream, opts: opts, outstanding: map[*batch]struct{}{}, open: map[string]*batch{},
 		released: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
 	if opts.Idempotent {
 		var b [16]byte
@@ -212,10 +229,29 @@ func (c *Client) NewPublisher(stream string, opts PublisherOptions) (*Publisher,
 // ProducerID returns the idempotent producer id ("" when not idempotent).
 func (p *Publisher) ProducerID() string { return p.producerID }
 
-// Publish adds payload (copied) to the current batch and returns its future. It waits
-// while MaxInflightBytes are unacknowledged (bounded by ctx). Errors: ErrClosed,
-// ErrInvalidArgument (payload larger than the frame limit), ctx.Err().
+// Publish adds payload (copied) to the current unkeyed batch and returns its future; the
+// broker picks the shard. It waits while MaxInflightBytes are unacknowledged (bounded by
+// ctx). Errors: ErrClosed, ErrInvalidArgument (payload larger than the frame limit),
+// ctx.Err().
 func (p *Publisher) Publish(ctx context.Context, payload []byte) (Pending, error) {
+	return p.publish(ctx, nil, payload)
+}
+
+// PublishKeyed is Publish with a routing key (docs/client-protocol.md D15): records with
+// equal keys land on the same shard of the stream (core.RouteKey: modulo, or jump hash when
+// the stream was created with routing jump_hash). key (1..proto.MaxKeyLen opaque bytes,
+// copied) selects a batch of its own: one key per wire batch. An empty key is the same as
+// Publish. Idempotent re-sends keep their key. Errors: those of Publish; ErrInvalidArgument
+// for a key longer than proto.MaxKeyLen; the Pending fails with ErrUnsupported when the
+// broker did not negotiate routing keys (flag 0x4000 / feature routing_keys).
+func (p *Publisher) PublishKeyed(ctx context.Context, key, payload []byte) (Pending, error) {
+	if len(key) > proto.MaxKeyLen {
+		return Pending{}, fmt.Errorf("%w: routing key of %d bytes exceeds %d", ErrInvalidArgument, len(key), proto.MaxKeyLen)
+	}
+	return p.publish(ctx, key, payload)
+}
+
+func (p *Publisher) publish(ctx context.Context, key, payload []byte) (Pending, error) {
 	n := int64(len(payload))
 	if n > int64(p.c.cfg.maxFrame)-4096 {
 		return Pending{}, fmt.Errorf("%w: payload of %d bytes exceeds the frame limit", ErrInvalidArgument, n)
@@ -229,15 +265,16 @@ func (p *Publisher) Publish(ctx context.Context, payload []byte) (Pending, error
 		p.releaseBytes(n)
 		return Pending{}, ErrClosed
 	}
-	b := p.cur
+	b := p.open[string(key)]
 	if b == nil {
-		b = &batch{done: make(chan struct{})}
+		p.seq++
+		b = &batch{key: string(key), seq: p.seq, done: make(chan struct{})}
 		if n := len(p.spare); n > 0 {
 			bb := p.spare[n-1]
 			p.spare = p.spare[:n-1]
 			b.arena, b.ends, b.payloads = bb.arena, bb.ends, bb.payloads
 		}
-		p.cur = b
+		p.open[b.key] = b
 		p.outstanding[b] = struct{}{}
 		if p.opts.Linger > 0 {
 			b.timer = p.c.cfg.afterFunc(p.opts.Linger, func() { p.sealIf(b) })
@@ -247,7 +284,7 @@ func (p *Publisher) Publish(ctx context.Context, payload []byte) (Pending, error
 	b.ends = append(b.ends, len(b.arena))
 	i := len(b.ends) - 1
 	if p.opts.Linger < 0 || len(b.ends) >= p.opts.MaxRecords || len(b.arena) >= p.opts.MaxBytes {
-		p.sealLocked()
+		p.sealOneLocked(b)
 	}
 	p.mu.Unlock()
 	return Pending{b: b, i: i}, nil
@@ -255,7 +292,13 @@ func (p *Publisher) Publish(ctx context.Context, payload []byte) (Pending, error
 
 // PublishSync publishes payload, sends its batch at once and waits for the outcome.
 func (p *Publisher) PublishSync(ctx context.Context, payload []byte) (PublishResult, error) {
-	pd, err := p.Publish(ctx, payload)
+	return p.PublishKeyedSync(ctx, nil, payload)
+}
+
+// PublishKeyedSync is PublishKeyed that sends the key's batch at once and waits for the
+// outcome.
+func (p *Publisher) PublishKeyedSync(ctx context.Context, key, payload []byte) (PublishResult, error) {
+	pd, err := p.PublishKeyed(ctx, key, payload)
 	if err != nil {
 		return PublishResult{}, err
 	}
@@ -302,22 +345,40 @@ func (p *Publisher) Close(ctx context.Context) error {
 	return err
 }
 
-// sealIf seals b if it is still the open batch (linger expiry, PublishSync).
+// sealIf seals b if it is still the open batch of its key (linger expiry, PublishSync).
 func (p *Publisher) sealIf(b *batch) {
 	p.mu.Lock()
-	if p.cur == b {
-		p.sealLocked()
+	if p.open[b.key] == b {
+		p.sealOneLocked(b)
 	}
 	p.mu.Unlock()
 }
 
-// sealLocked hands the open batch to the sender. Caller holds p.mu.
+// sealLocked hands every open batch to the sender, oldest first. Caller holds p.mu.
 func (p *Publisher) sealLocked() {
-	b := p.cur
-	if b == nil {
+	switch len(p.open) {
+	case 0:
+		return
+	case 1:
+		for _, b := range p.open {
+			p.sealOneLocked(b)
+		}
 		return
 	}
-	p.cur = nil
+	open := make([]*batch, 0, len(p.open))
+	for _, b := range p.open {
+		open = append(open, b)
+	}
+	slices.SortFunc(open, func(a, b *batch) int { return cmp.Compare(a.seq, b.seq) })
+	for _, b := range open {
+		p.sealOneLocked(b)
+	}
+}
+
+// sealOneLocked hands the open batch b (the one p.open holds for b.key) to the sender.
+// Caller holds p.mu.
+func (p *Publisher) sealOneLocked(b *batch) {
+	delete(p.open, b.key)
 	if b.timer != nil {
 		b.timer.Stop()
 	}
@@ -504,11 +565,23 @@ func (p *Publisher) encoder(caps Capabilities, b *batch) (func([]byte) []byte, b
 	if o.Idempotent && !caps.Has(proto.FeatureIdempotentPublish) {
 		return nil, false, fmt.Errorf("%w: feature %q", ErrUnsupported, proto.FeatureIdempotentPublish)
 	}
+	keyed := b.key != ""
 	useBinary := o.Ack == AckNone ||
 		(!o.Offsets && caps.Flags&proto.FlagBinaryPublishAcked != 0 &&
-			(!o.Idempotent || caps.Flags&proto.FlagPublishIdempotent != 0))
+			(!o.Idempotent || caps.Flags&proto.FlagPublishIdempotent != 0) &&
+			(!keyed || caps.Flags&proto.FlagPublishKeyed != 0))
+	if keyed && useBinary && caps.Flags&proto.FlagPublishKeyed == 0 {
+		return nil, false, fmt.Errorf("%w: flag %#04x (routing key)", ErrUnsupported, proto.FlagPublishKeyed)
+	}
+	if keyed && !useBinary && !caps.Has(proto.FeatureRoutingKeys) {
+		return nil, false, fmt.Errorf("%w: feature %q", ErrUnsupported, proto.FeatureRoutingKeys)
+	}
+	var key []byte
+	if keyed {
+		key = []byte(b.key)
+	}
 	if useBinary {
-		pb := proto.PublishBatch{TenantID: p.names[0], Namespace: p.names[1], Stream: p.names[2], Payloads: b.payloads}
+		pb := proto.PublishBatch{TenantID: p.names[0], Namespace: p.names[1], Stream: p.names[2], Key: key, Payloads: b.payloads}
 		if o.Ack != AckNone {
 			pb.Acked, pb.RequestID, pb.AckMode = true, b.id, proto.AckPerBatch
 			if o.Ack == AckPerMessage {
@@ -524,7 +597,7 @@ func (p *Publisher) encoder(caps Capabilities, b *batch) (func([]byte) []byte, b
 		}, true, nil
 	}
 	id := b.id
-	m := &proto.JSONPublishBatch{TenantID: p.c.cfg.tenant, Namespace: p.c.cfg.namespace, Stream: p.stream, Payloads: b.payloads, RequestID: &id, Ack: proto.JSONAckPerBatch}
+	m := &proto.JSONPublishBatch{TenantID: p.c.cfg.tenant, Namespace: p.c.cfg.namespace, Stream: p.stream, Key: key, Payloads: b.payloads, RequestID: &id, Ack: proto.JSONAckPerBatch}
 	if o.Ack == AckPerMessage {
 		m.Ack = proto.JSONAckPerMessage
 	}
@@ -554,6 +627,9 @@ func (p *Publisher) answered(b *batch, binary bool, r reply, err error) {
 		res.Duplicate = m.Duplicate
 		if m.FirstOffset != nil && m.LastOffset != nil {
 			res.HasOffsets, res.FirstOffset, res.LastOffset = true, *m.FirstOffset, *m.LastOffset
+		}
+		if m.Shard != nil {
+			res.HasShard, res.Shard = true, *m.Shard
 		}
 	case nil:
 		if !binary {
