@@ -13,35 +13,43 @@ import (
 	"golang.org/x/term"
 
 	"felix/client"
+	"felix/proto"
 )
 
 // maxLineBytes bounds one input line of `felix pub` (a record), well under the frame cap.
 const maxLineBytes = 8 << 20
 
-// pubCommand is `felix pub STREAM [MSG | --file F | lines from stdin]`: one record from
-// MSG, else one record per line of F or of stdin (the newline is not part of the record).
+// pubCommand is `felix pub STREAM [MSG | --file F | lines from stdin] [--key K]`: one record
+// from MSG, else one record per line of F or of stdin (the newline is not part of the
+// record). --key routes every record to the key's shard (docs/client-protocol.md D15).
 // Records go through one client.Publisher (batched, acked per batch); the command exits
 // after every record has its outcome. A progress bar (bytes read) is drawn on stderr for
 // --file and stdin input when stderr is a terminal.
 func (a *app) pubCommand() *cobra.Command {
 	var (
 		file       string
+		key        string
 		idempotent bool
 		noProgress bool
 	)
 	cmd := &cobra.Command{
-		Use:   "pub STREAM [MSG | --file F | lines from stdin]",
+		Use:   "pub STREAM [MSG | --file F | lines from stdin] [--key K]",
 		Short: "Publish one record, or one record per input line",
 		Long: `Publish to STREAM in --tenant/--namespace. With MSG one record is published and its
 offset printed. Otherwise every line of --file F (or of stdin) is a record; a progress bar
 shows the bytes read when stderr is a terminal. The command waits for every acknowledgement:
 exit 5 (indeterminate) means some records may or may not have been stored.
 
-The wire protocol carries no routing key, so the broker spreads records over the shards.`,
+Without --key the broker spreads records over the stream's shards. With --key K every record
+carries the routing key K, so all of them land on the one shard K maps to (the stream's
+routing: modulo or jump_hash); the shard is printed with the offset.`,
 		Args: nArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 2 && file != "" {
 				return usagef("give MSG or --file, not both")
+			}
+			if len(key) > proto.MaxKeyLen {
+				return usagef("--key is %d bytes, at most %d", len(key), proto.MaxKeyLen)
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
@@ -51,7 +59,7 @@ The wire protocol carries no routing key, so the broker spreads records over the
 			}
 			defer c.Close()
 			if len(args) == 2 {
-				return a.pubOne(ctx, c, args[0], []byte(args[1]), idempotent)
+				return a.pubOne(ctx, c, args[0], []byte(key), []byte(args[1]), idempotent)
 			}
 			in, size, closeIn, err := a.pubInput(file)
 			if err != nil {
@@ -63,7 +71,7 @@ The wire protocol carries no routing key, so the broker spreads records over the
 				bar = progressbar.DefaultBytes(size, "publishing")
 				in = io.TeeReader(in, bar)
 			}
-			stats, err := a.pubLines(ctx, c, args[0], in, idempotent)
+			stats, err := a.pubLines(ctx, c, args[0], []byte(key), in, idempotent)
 			if bar != nil {
 				_ = bar.Finish()
 				fmt.Fprintln(a.stderr)
@@ -76,6 +84,7 @@ The wire protocol carries no routing key, so the broker spreads records over the
 		},
 	}
 	cmd.Flags().StringVar(&file, "file", "", "publish each line of this file as a record")
+	cmd.Flags().StringVar(&key, "key", "", fmt.Sprintf("routing key for every record (1..%d bytes; broker feature routing_keys)", proto.MaxKeyLen))
 	cmd.Flags().BoolVar(&idempotent, "idempotent", false, "idempotent producer: re-send batches whose answer was lost (broker feature idempotent_publish)")
 	cmd.Flags().BoolVar(&noProgress, "no-progress", false, "never draw the progress bar")
 	return cmd
@@ -102,15 +111,16 @@ func (a *app) stderrIsTerminal() bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// pubOne publishes one record and prints its offset when the broker reports one.
-func (a *app) pubOne(ctx context.Context, c *client.Client, stream string, payload []byte, idempotent bool) error {
+// pubOne publishes one record (routed by key unless it is empty) and prints its offset when
+// the broker reports one, and its shard when a key was given.
+func (a *app) pubOne(ctx context.Context, c *client.Client, stream string, key, payload []byte, idempotent bool) error {
 	p, err := c.NewPublisher(stream, client.PublisherOptions{Linger: -1, Offsets: true, Idempotent: idempotent})
 	if err != nil {
 		return classify(err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	res, err := p.PublishSync(rctx, payload)
+	res, err := p.PublishKeyedSync(rctx, key, payload)
 	closeErr := p.Close(rctx)
 	if err == nil {
 		err = closeErr
@@ -119,6 +129,17 @@ func (a *app) pubOne(ctx context.Context, c *client.Client, stream string, paylo
 		return fmt.Errorf("publish to %s: %w", stream, classifyPublish(err))
 	}
 	out := map[string]any{"stream": stream, "records": 1}
+	if res.HasShard {
+		out["shard"] = res.Shard
+	}
+	if res.HasOffsets && len(key) > 0 && res.HasShard {
+		if res.Duplicate {
+			out["duplicate"] = true
+		}
+		out["offset"] = res.FirstOffset
+		a.done(out, "published 1 record to %s at offset %d on shard %d", stream, res.FirstOffset, res.Shard)
+		return nil
+	}
 	if res.HasOffsets {
 		out["offset"] = res.FirstOffset
 		if res.Duplicate {
@@ -138,7 +159,7 @@ type pubStats struct{ acked, failed int64 }
 // goroutine takes the futures in order from a bounded queue, so memory stays bounded
 // however long the input is (the Publisher itself bounds unacknowledged bytes). Reading
 // stops at the first failure; the first error is returned.
-func (a *app) pubLines(ctx context.Context, c *client.Client, stream string, in io.Reader, idempotent bool) (pubStats, error) {
+func (a *app) pubLines(ctx context.Context, c *client.Client, stream string, key []byte, in io.Reader, idempotent bool) (pubStats, error) {
 	var stats pubStats
 	p, err := c.NewPublisher(stream, client.PublisherOptions{Idempotent: idempotent})
 	if err != nil {
@@ -167,7 +188,7 @@ func (a *app) pubLines(ctx context.Context, c *client.Client, stream string, in 
 	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
 	var readErr error
 	for sc.Scan() {
-		pd, err := p.Publish(wctx, sc.Bytes())
+		pd, err := p.PublishKeyed(wctx, key, sc.Bytes())
 		if err != nil {
 			readErr = err
 			break
