@@ -92,7 +92,7 @@ func TestPublishKeyedRoutesByKey(t *testing.T) {
 	}
 	defer sub.Close()
 	total := 3*len(keys) + 1 + perKey*len(keys) // the JSON phase's records, then these
-	seen := map[string][]int{} // key -> per-key sequence numbers in delivery order
+	seen := map[string][]int{}                  // key -> per-key sequence numbers in delivery order
 	for range total {
 		r, err := sub.Next(ctx)
 		if err != nil {
