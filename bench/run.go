@@ -437,7 +437,10 @@ func (w *run) pubsub(ctx context.Context) error {
 	stamped := sh.Payload >= 8
 	ck := newChecker(w, !stamped)
 	opts := client.PublisherOptions{MaxRecords: sh.Batch, Linger: time.Millisecond} // SDK default in-flight budget (4 MiB)
-	if sh.Batch <= 1 {
+	// Batch 1 is the latency shape: a synchronous publisher (each record acked before the
+	// next is sent), as the peers' synchronous publish it is compared with.
+	syncPub := sh.Batch <= 1
+	if syncPub {
 		opts.Linger, opts.Ack, opts.MaxRecords = -1, client.AckPerMessage, 1
 	}
 	w.window()
@@ -466,6 +469,13 @@ func (w *run) pubsub(ctx context.Context) error {
 				if err := pb.publish(ctx, t); err != nil {
 					errs[i] = err
 					return
+				}
+				if syncPub { // one record in flight: wait for its ack before the next
+					select {
+					case <-pb.last.Done():
+					case <-ctx.Done():
+						return
+					}
 				}
 			}
 		}(i, pubs[i])

@@ -14,7 +14,8 @@ type Kind string
 const (
 	// KindPubSub publishes batches to a durable stream and counts deliveries at Fanout
 	// subscribers; latency is publish-intended-time to delivery (payloads of 8 bytes or
-	// more carry the timestamp), else the batch's ack latency.
+	// more carry the timestamp), else the batch's ack latency. Batch 1 publishes
+	// synchronously: each record's ack arrives before the next record is sent.
 	KindPubSub Kind = "pubsub"
 	// KindDurable runs Publishers synchronous publishers (one record in flight each,
 	// per-message ack) against a broker in the shape's FsyncMode; latency is the ack.
@@ -60,7 +61,7 @@ func Shapes() map[string]Shape {
 	m := map[string]Shape{}
 	add := func(s Shape) { m[s.Name] = s }
 	add(Shape{Name: "pubsub-latency-256", Kind: KindPubSub, Payload: 256, Batch: 1, Fanout: 1, Publishers: 1, FsyncMode: "periodic",
-		Note: "batch 1, per-message ack, fanout 1"})
+		Note: "batch 1, synchronous publisher (per-message ack), fanout 1"})
 	for _, p := range []struct {
 		n    string
 		size int
