@@ -15,7 +15,7 @@ const MaxNameBytes = 255
 // object string (spec/auth.md §1): 1..MaxNameBytes bytes of valid UTF-8, no control bytes or
 // spaces, and none of '/', ':' or '*', which structure object strings and patterns.
 func ValidName(s string) bool {
-	if len(s) == 0 || len(s) > MaxNameBytes || !utf8.ValidString(s) {
+	if len(s) == 0 || s == "." || s == ".." || len(s) > MaxNameBytes || !utf8.ValidString(s) {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

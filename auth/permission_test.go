@@ -220,7 +220,7 @@ func TestValidName(t *testing.T) {
 	for s, want := range map[string]bool{
 		"a": true, "orders-2026.v1_x": true, "ünïcode": true, strings.Repeat("x", 255): true,
 		"": false, strings.Repeat("x", 256): false, "a/b": false, "a*": false, "a:b": false,
-		"a b": false, "a\x7f": false, "\xff": false,
+		"a b": false, "a\x7f": false, "\xff": false, ".": false, "..": false, "...": true, ".a": true,
 	} {
 		if got := ValidName(s); got != want {
 			t.Errorf("ValidName(%q) = %v, want %v", s, got, want)

@@ -209,9 +209,12 @@ func WriteFileAtomic(path string, data []byte) error {
 	return dir.Sync()
 }
 
-// ValidName reports whether s can name a tenant, namespace, stream or cache.
+// ValidName reports whether s can name a tenant, namespace, stream or cache:
+// non-empty valid UTF-8 of at most 255 bytes, without '/', '*' or control
+// bytes, and neither "." nor ".." (which HTTP path cleaning would turn into a
+// parent resource: deleting stream ".." must never delete its namespace).
 func ValidName(s string) bool {
-	if s == "" || len(s) > 255 || !utf8.ValidString(s) {
+	if s == "" || s == "." || s == ".." || len(s) > 255 || !utf8.ValidString(s) {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -225,7 +228,7 @@ func ValidName(s string) bool {
 func checkNames(names ...string) error {
 	for _, n := range names {
 		if !ValidName(n) {
-			return fmt.Errorf("%w: name %q (non-empty UTF-8, no '/', '*' or control bytes, at most 255 bytes)", ErrInvalid, n)
+			return fmt.Errorf("%w: name %q (non-empty UTF-8, not . or .., no '/', '*' or control bytes, at most 255 bytes)", ErrInvalid, n)
 		}
 	}
 	return nil

@@ -39,6 +39,7 @@ type Server struct {
 	m        serverMetrics
 
 	storageID seglog.StorageID
+	dirLock   *os.File // exclusive flock on <data>/LOCK (datalock.go)
 	ready     atomic.Bool
 	draining  atomic.Bool
 	// drainCtx ends when the drain budget is spent; connections then close at once.
@@ -85,6 +86,11 @@ func (s *Server) open() error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("broker: data dir %s: %w", cfg.DataDir, err)
 	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	s.dirLock = lock
 	last, err := seglog.ReadRunState(seglog.OSFS{}, cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("broker: run-state: %w", err)
@@ -337,6 +343,7 @@ func (s *Server) drain(acceptDone <-chan struct{}) error {
 	if err := seglog.EndRun(seglog.OSFS{}, s.cfg.DataDir, s.storageID); err != nil {
 		return fmt.Errorf("broker: mark run-state clean: %w", err)
 	}
+	s.unlockDataDir()
 	s.log.Info("stopped cleanly")
 	return nil
 }
@@ -366,6 +373,7 @@ func (s *Server) closeAll() {
 	if s.engine != nil {
 		s.engine.Close(context.Background())
 	}
+	s.unlockDataDir()
 }
 
 func (s *Server) writeReadyFile(info ReadyInfo) error {
