@@ -52,6 +52,11 @@ type Options struct {
 	HandshakeTimeout         time.Duration
 	IdleTimeout              time.Duration // [30 s]
 	KeepAlive                time.Duration // [10 s]
+	// StatelessResetKey lets the transport answer packets of unknown connections (those of
+	// a previous process on the same port) with a stateless reset, RFC 9000 §10.3. It must
+	// be the same across restarts: LoadOrCreateResetKey keeps it in the data dir. nil
+	// disables resets (clients of a crashed process then wait out their idle timeout).
+	StatelessResetKey *quic.StatelessResetKey
 }
 
 func (o Options) withDefaults() Options {
@@ -135,7 +140,7 @@ func Listen(addr string, cert tls.Certificate, opts Options) (*Listener, error) 
 	// tries its own 7 MiB target (with SO_RCVBUFFORCE when privileged). See docs/bench/netq.md.
 	_ = udp.SetReadBuffer(opts.UDPRecvBufferBytes)
 	_ = udp.SetWriteBuffer(opts.UDPSendBufferBytes)
-	tr := &quic.Transport{Conn: udp}
+	tr := &quic.Transport{Conn: udp, StatelessResetKey: opts.StatelessResetKey}
 	ql, err := tr.Listen(ClientRoleTLS(cert), opts.QUICConfig())
 	if err != nil {
 		udp.Close()
