@@ -139,7 +139,7 @@ func (s *session) opDone() {
 
 // cacheError answers a failed cache operation with a correlatable error (§8.8).
 func (s *session) cacheError(err error, id *uint64) {
-	code, text := errorCode(err)
+	code, text := s.h.s.errorCode(err)
 	if errors.Is(err, core.ErrNotFound) {
 		text = "cache not found"
 	}

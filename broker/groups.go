@@ -166,7 +166,7 @@ func (s *session) groupError(err error, id uint64) {
 	case errors.Is(err, groups.ErrInvalidGroupName), errors.Is(err, groups.ErrInvalidRequest):
 		s.sendError(proto.CodeMalformed, err.Error(), &id)
 	default:
-		code, text := errorCode(err)
+		code, text := s.h.s.errorCode(err)
 		s.sendError(code, text, &id)
 	}
 }

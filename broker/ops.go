@@ -20,6 +20,7 @@ type serverMetrics struct {
 	subscriptions   *metrics.Counter
 	eventFrames     *metrics.Counter
 	slowSubscribers *metrics.Counter
+	unknownErrors   *metrics.Counter // errors errorCode could not classify (logged)
 }
 
 func newServerMetrics(set *metrics.Set) serverMetrics {
@@ -34,6 +35,7 @@ func newServerMetrics(set *metrics.Set) serverMetrics {
 		subscriptions:   set.NewCounter("felix_broker_subscriptions_total"),
 		eventFrames:     set.NewCounter("felix_broker_event_frames_total"),
 		slowSubscribers: set.NewCounter("felix_broker_slow_subscribers_total"),
+		unknownErrors:   set.NewCounter("felix_broker_unclassified_errors_total"),
 	}
 }
 

@@ -131,7 +131,7 @@ func (op *pubOp) complete(res core.PublishResult, err error) {
 	s := op.sess
 	if err != nil {
 		s.h.s.m.publishErrors.Inc()
-		code, text := errorCode(err)
+		code, text := s.h.s.errorCode(err)
 		s.answerPublishError(op.answer, op.requestID, code, text)
 	} else {
 		switch op.answer {
@@ -199,27 +199,6 @@ func (s *session) answerPublishError(kind answerKind, requestID uint64, code pro
 	case answerErrorFrame:
 		s.sendError(code, text, nil)
 	}
-}
-
-// errorCode maps an engine, catalog or auth error to its wire code and v1-compatible text
-// (spec/client-protocol.md §8.7).
-func errorCode(err error) (proto.ErrorCode, string) {
-	if t := auth.WireText(err); t != "" {
-		return proto.CodeUnauthorized, t
-	}
-	switch {
-	case errors.Is(err, core.ErrOverloaded), errors.Is(err, core.ErrSlowSubscriber), errors.Is(err, ErrLimit):
-		return proto.CodeOverloaded, err.Error()
-	case errors.Is(err, core.ErrNotFound), errors.Is(err, ErrNotFound):
-		return proto.CodeNotFound, "not found"
-	case errors.Is(err, core.ErrStorageFailed):
-		return proto.CodeStorageFailed, err.Error()
-	case errors.Is(err, core.ErrInvalid), errors.Is(err, ErrInvalid):
-		return proto.CodeMalformed, err.Error()
-	case errors.Is(err, core.ErrClosed):
-		return proto.CodeShardUnavailable, "broker shutting down"
-	}
-	return proto.CodeShardUnavailable, err.Error()
 }
 
 // handleJSONPublish serves publish / publish_batch (spec §6): ack absent = per_message;
@@ -352,7 +331,7 @@ func (s *session) submit(op *pubOp, names *nameCache, requestID uint64, answer a
 	if errors.Is(err, core.ErrNotFound) {
 		s.names.valid = false // look the stream up again next time
 	}
-	code, text := errorCode(err)
+	code, text := s.h.s.errorCode(err)
 	kind := answer
 	if kind == answerNone {
 		kind = answerErrorFrame

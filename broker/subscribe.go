@@ -70,7 +70,7 @@ func (s *session) handleSubscribe(m *proto.Subscribe) {
 			s.send(&proto.SubscribeCursorError{Reason: proto.CursorReason(ce.Reason), Requested: ce.Requested, Available: ce.Available})
 			return
 		}
-		code, text := errorCode(err)
+		code, text := s.h.s.errorCode(err)
 		s.sendError(code, text, nil)
 		return
 	}

@@ -1,0 +1,51 @@
+package broker
+
+import (
+	"errors"
+
+	"felix/auth"
+	"felix/core"
+	"felix/core/cache"
+	"felix/proto"
+)
+
+// cacheRefusals are the core/cache errors that refuse a request by definition: the same
+// request can never succeed, so they answer the non-retryable code malformed (out of range:
+// counter overflow, TTL; too large: key, value; capacity: counter limit) with the cache's
+// own text, e.g. "cache: counter overflow" (docs/client-protocol.md §4.3, D6).
+var cacheRefusals = []error{
+	cache.ErrCounterOverflow, cache.ErrNegativeTTL, cache.ErrZeroTTL, cache.ErrTTLTooLarge,
+	cache.ErrEmptyKey, cache.ErrKeyTooLarge, cache.ErrValueTooLarge, cache.ErrCapacity,
+}
+
+// errorCode maps an engine, cache, catalog or auth error to its wire code and v1-compatible
+// text (spec/client-protocol.md §8.7). An error it does not know is logged and answered
+// indeterminate (outcome unknown; not blindly retryable), never silently as a retryable
+// code (docs/client-protocol.md §4.3).
+func (srv *Server) errorCode(err error) (proto.ErrorCode, string) {
+	if t := auth.WireText(err); t != "" {
+		return proto.CodeUnauthorized, t
+	}
+	switch {
+	case errors.Is(err, core.ErrOverloaded), errors.Is(err, core.ErrSlowSubscriber), errors.Is(err, ErrLimit):
+		return proto.CodeOverloaded, err.Error()
+	case errors.Is(err, core.ErrNotFound), errors.Is(err, ErrNotFound):
+		return proto.CodeNotFound, "not found"
+	case errors.Is(err, core.ErrStorageFailed):
+		return proto.CodeStorageFailed, err.Error()
+	case errors.Is(err, core.ErrInvalid), errors.Is(err, ErrInvalid):
+		return proto.CodeMalformed, err.Error()
+	case errors.Is(err, core.ErrClosed):
+		return proto.CodeShardUnavailable, "broker shutting down"
+	case errors.Is(err, cache.ErrIndeterminate):
+		return proto.CodeIndeterminate, err.Error()
+	}
+	for _, r := range cacheRefusals {
+		if errors.Is(err, r) {
+			return proto.CodeMalformed, err.Error()
+		}
+	}
+	srv.m.unknownErrors.Inc()
+	srv.log.Error("unclassified error answered indeterminate", "err", err)
+	return proto.CodeIndeterminate, err.Error()
+}
