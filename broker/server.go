@@ -243,8 +243,15 @@ func (s *Server) openListeners() error {
 	} else {
 		s.log.Info("TLS: certificate loaded", "cert", s.cfg.TLSCertFile, "fingerprint_sha256", fp)
 	}
+	// The stateless-reset key survives restarts (data dir), so a restarted broker resets the
+	// connections of its predecessor instead of leaving clients to their idle timeout.
+	resetKey, err := netq.LoadOrCreateResetKey(s.cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("broker: QUIC stateless reset key: %w", err)
+	}
 	streams := int64(s.cfg.MaxStreamsPerConn)
 	s.listener, err = netq.Listen(s.cfg.QUICBind, cert, netq.Options{
+		StatelessResetKey:     resetKey,
 		MaxConnections:        s.cfg.MaxConnections,
 		MaxBidiStreamsPerConn: streams,
 		MaxUniStreamsPerConn:  streams,
