@@ -683,3 +683,32 @@ func TestDialTLSModes(t *testing.T) {
 		t.Fatal("system roots accepted a self-signed broker")
 	}
 }
+
+// Nack with a zero delay makes the record available at once: the wire carries an explicit
+// redeliver_after_ms 0 (an absent field would mean the group's default, 1 s, and the poll
+// that does not wait right after the nack would then find nothing).
+func TestNackZeroRedeliversAtOnce(t *testing.T) {
+	b := startBroker(t, "")
+	b.createStream("jobs", true)
+	c := b.dial()
+	ctx := testCtx(t)
+	p, err := c.NewPublisher("jobs", PublisherOptions{Linger: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.PublishSync(ctx, []byte("job")); err != nil {
+		t.Fatal(err)
+	}
+	p.Close(ctx)
+	recs, err := c.Poll(ctx, "jobs", 0, "g", 10, 2*time.Second)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("first poll: %+v %v", recs, err)
+	}
+	if err := c.Nack(ctx, "jobs", 0, "g", 0, recs[0].Offset); err != nil {
+		t.Fatal(err)
+	}
+	recs, err = c.Poll(ctx, "jobs", 0, "g", 10, 0)
+	if err != nil || len(recs) != 1 || recs[0].Delivery != 2 {
+		t.Fatalf("poll right after a zero-delay nack: %+v %v", recs, err)
+	}
+}

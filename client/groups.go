@@ -96,8 +96,10 @@ func (c *Client) Ack(ctx context.Context, stream string, shard uint32, group str
 	return groupOK(m, err)
 }
 
-// Nack returns leased offsets for redelivery after redeliverAfter (0 = at once; rounded to
-// milliseconds). Never re-sent after an indeterminate outcome.
+// Nack returns leased offsets for redelivery after redeliverAfter (rounded down to
+// milliseconds; 0 = at once: the wire carries an explicit redeliver_after_ms 0, since an
+// absent field means the group's default delay, 1 s). Errors: ErrInvalidArgument for a
+// negative delay. Never re-sent after an indeterminate outcome.
 func (c *Client) Nack(ctx context.Context, stream string, shard uint32, group string, redeliverAfter time.Duration, offsets ...uint64) error {
 	if len(offsets) == 0 {
 		return nil
@@ -108,11 +110,8 @@ func (c *Client) Nack(ctx context.Context, stream string, shard uint32, group st
 	if err := c.requireFeature(ctx, proto.FeatureGroups); err != nil {
 		return err
 	}
-	var after *uint64
-	if redeliverAfter > 0 {
-		ms := uint64(redeliverAfter / time.Millisecond)
-		after = &ms
-	}
+	ms := uint64(redeliverAfter / time.Millisecond)
+	after := &ms
 	m, err := c.roundTripOn(ctx, c.slots[0], false, func(id uint64) proto.Message {
 		return &proto.GroupNack{TenantID: c.cfg.tenant, Namespace: c.cfg.namespace, Stream: stream, Shard: shard, Group: group, Offsets: offsets, RedeliverAfterMs: after, RequestID: id}
 	})

@@ -350,7 +350,8 @@ type GroupAck struct {
 	RequestID uint64   `json:"request_id"`
 }
 
-// GroupNack returns leased offsets for redelivery after RedeliverAfterMs (nil = at once) (§8.3).
+// GroupNack returns leased offsets for redelivery after RedeliverAfterMs (0 = at once; nil =
+// the group's default redelivery delay) (§8.3).
 type GroupNack struct {
 	TenantID         string   `json:"tenant_id"`
 	Namespace        string   `json:"namespace"`

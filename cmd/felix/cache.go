@@ -78,7 +78,7 @@ func (a *app) cachePut() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "put CACHE KEY [VALUE | --file F | stdin]",
 		Short: "Store a value (optionally with a time to live)",
-		Args:  nArgs(2, 3),
+		Args:  nameArgs(2, 3, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			value, err := a.readValue(args, 2, file)
 			if err != nil {
@@ -107,7 +107,7 @@ func (a *app) cacheGet() *cobra.Command {
 	return &cobra.Command{
 		Use:   "get CACHE KEY",
 		Short: "Print a value (exit 3 when the key is absent or expired)",
-		Args:  nArgs(2, 2),
+		Args:  nameArgs(2, 2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var (
 				value []byte
@@ -141,7 +141,7 @@ func (a *app) cacheDel() *cobra.Command {
 	return &cobra.Command{
 		Use:   "del CACHE KEY",
 		Short: "Delete a key and print the removed value (exit 3 when it was absent)",
-		Args:  nArgs(2, 2),
+		Args:  nameArgs(2, 2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var (
 				removed []byte
@@ -173,7 +173,7 @@ func (a *app) cacheIncr() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "incr CACHE KEY [--by N]",
 		Short: "Add to a counter (default 1; negative subtracts) and print its new value",
-		Args:  nArgs(2, 2),
+		Args:  nameArgs(2, 2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var v int64
 			err := a.withClient(cmd, func(c *client.Client, ctx context.Context) error {
@@ -196,7 +196,7 @@ func (a *app) cacheCounter() *cobra.Command {
 	return &cobra.Command{
 		Use:   "counter CACHE KEY",
 		Short: "Print a counter's value (0 when never incremented)",
-		Args:  nArgs(2, 2),
+		Args:  nameArgs(2, 2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var v int64
 			err := a.withClient(cmd, func(c *client.Client, ctx context.Context) error {

@@ -28,7 +28,7 @@ func (a *app) streamCreate() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create STREAM",
 		Short: "Create a stream",
-		Args:  nArgs(1, 1),
+		Args:  nameArgs(1, 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := client.StreamInfo{Name: args[0], Shards: shards, Durable: !memory, Kind: kind,
 				Routing: routing, Delivery: delivery, Consistency: consistency}
@@ -104,7 +104,7 @@ func (a *app) streamDescribe() *cobra.Command {
 	return &cobra.Command{
 		Use:   "describe STREAM",
 		Short: "Show one stream's settings",
-		Args:  nArgs(1, 1),
+		Args:  nameArgs(1, 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var s client.StreamInfo
 			err := a.adminCall(cmd.Context(), func(ctx context.Context, ad *client.Admin) (err error) {
@@ -150,7 +150,7 @@ func (a *app) streamDelete() *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete STREAM",
 		Short: "Delete a stream and its data",
-		Args:  nArgs(1, 1),
+		Args:  nameArgs(1, 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			err := a.adminCall(cmd.Context(), func(ctx context.Context, ad *client.Admin) error {
 				return ad.DeleteStream(ctx, args[0])
@@ -172,7 +172,7 @@ func (a *app) cacheCreate() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create CACHE",
 		Short: "Create a cache (admin API)",
-		Args:  nArgs(1, 1),
+		Args:  nameArgs(1, 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			durable := !memory
 			var got client.CacheInfo
@@ -230,7 +230,7 @@ func (a *app) cacheDelete() *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete CACHE",
 		Short: "Delete a cache and its data (admin API)",
-		Args:  nArgs(1, 1),
+		Args:  nameArgs(1, 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			err := a.adminCall(cmd.Context(), func(ctx context.Context, ad *client.Admin) error {
 				return ad.DeleteCache(ctx, args[0])

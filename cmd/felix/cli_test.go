@@ -239,3 +239,54 @@ func FuzzParseStart(f *testing.F) {
 		}
 	})
 }
+
+// An explicitly empty token (--token "", FELIX_TOKEN or FELIX_AUTH_TOKEN set to "") is a
+// usage error before anything is sent; it never falls back to ./felix-data/admin.token.
+func TestEmptyTokenRefused(t *testing.T) {
+	cases := []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{nil, []string{"--token", "", "stream", "list"}, "--token is empty"},
+		{nil, []string{"--token=  ", "cache", "get", "c", "k"}, "--token is empty"},
+		{map[string]string{"FELIX_TOKEN": ""}, []string{"stream", "list"}, "FELIX_TOKEN is set but empty"},
+		{map[string]string{"FELIX_AUTH_TOKEN": ""}, []string{"cache", "get", "c", "k"}, "FELIX_AUTH_TOKEN is set but empty"},
+		{map[string]string{"FELIX_TOKEN": "tok"}, []string{"--token", "", "stream", "list"}, "--token is empty"},
+	}
+	for _, c := range cases {
+		var out, errb bytes.Buffer
+		code := run(append([]string{"--timeout", "1s"}, c.args...), strings.NewReader(""), &out, &errb,
+			func(k string) (string, bool) { v, ok := c.env[k]; return v, ok })
+		if code != ExitUsage || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("env %v felix %q: exit %d, want %d with %q\n%s%s", c.env, c.args, code, ExitUsage, c.want, out.String(), errb.String())
+		}
+	}
+	empty := newApp(nil, nil, nil, nil)
+	empty.tokenFile = filepath.Join(t.TempDir(), "token")
+	os.WriteFile(empty.tokenFile, []byte(" \n"), 0o600)
+	if _, err := empty.resolveToken(); exitCode(err) != ExitUsage {
+		t.Fatalf("empty token file: %v", err)
+	}
+}
+
+// Names (stream, cache, group, key, tenant, namespace) with invalid UTF-8 are refused
+// before anything is sent: the JSON wire would turn them into another name.
+func TestInvalidUTF8NamesRefused(t *testing.T) {
+	bad := "bad\xff"
+	for _, args := range [][]string{
+		{"stream", "create", bad}, {"stream", "delete", bad}, {"cache", "create", bad},
+		{"cache", "put", "c", bad, "v"}, {"cache", "get", bad, "k"}, {"pub", bad, "msg"},
+		{"sub", bad}, {"sub", "s", "--group", bad}, {"group", "ack", "s", bad, "1"},
+		{"cache", "watch", "c", bad}, {"--namespace", bad, "stream", "list"},
+	} {
+		code, out, errs := runCLI(t, "", append([]string{"--token", "t", "--timeout", "1s"}, args...)...)
+		if code != ExitUsage || !strings.Contains(errs, "not valid UTF-8") {
+			t.Errorf("felix %q: exit %d, want %d (invalid UTF-8)\n%s%s", args, code, ExitUsage, out, errs)
+		}
+	}
+	// A payload is bytes, not a name.
+	if code, _, errs := runCLI(t, "", "--token", "t", "--timeout", "1s", "--server", "127.0.0.1:1", "pub", "s", bad); code == ExitUsage {
+		t.Errorf("pub with a non-UTF-8 payload is a usage error: %s", errs)
+	}
+}

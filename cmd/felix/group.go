@@ -59,7 +59,7 @@ func (a *app) groupPoll() *cobra.Command {
 A lease belongs to the connection that polled (docs/groups.md), so acknowledge in the same
 command: --ack acknowledges the printed records, --nack returns them for redelivery (after
 --after). Without either, the leases expire after the group's lease time.`,
-		Args: nArgs(2, 2),
+		Args: nameArgs(2, 2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case max < 1 || max > 65535:
@@ -119,7 +119,7 @@ func (a *app) groupAck() *cobra.Command {
 		Long: `Acknowledge leased offsets. The broker ties a lease to the connection that polled,
 so offsets leased by another felix process are refused ("not leased to this consumer");
 use "felix group poll --ack" or "felix sub --group" to lease and acknowledge in one go.`,
-		Args: nArgs(3, -1),
+		Args: nameArgs(3, -1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			offsets, err := parseOffsets(args[2:])
 			if err != nil {
@@ -149,7 +149,7 @@ func (a *app) groupNack() *cobra.Command {
 		Short: "Return offsets leased to this connection for redelivery (see poll --nack)",
 		Long: `Return leased offsets for redelivery after --after. Like ack, only offsets leased by
 the same connection are accepted; use "felix group poll --nack" from the CLI.`,
-		Args: nArgs(3, -1),
+		Args: nameArgs(3, -1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			offsets, err := parseOffsets(args[2:])
 			if err != nil {
@@ -182,7 +182,7 @@ func (a *app) groupDLQList() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list STREAM GROUP",
 		Short: "List dead-lettered offsets (all pages, or up to --limit)",
-		Args:  nArgs(2, 2),
+		Args:  nameArgs(2, 2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit < 0 {
 				return usagef("--limit must not be negative")
@@ -235,7 +235,7 @@ func (a *app) groupDLQRedrive() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "redrive STREAM GROUP OFFSET...",
 		Short: "Put dead-lettered offsets back into the group",
-		Args:  nArgs(3, -1),
+		Args:  nameArgs(3, -1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			offsets, err := parseOffsets(args[2:])
 			if err != nil {

@@ -43,7 +43,7 @@ exit 5 (indeterminate) means some records may or may not have been stored.
 Without --key the broker spreads records over the stream's shards. With --key K every record
 carries the routing key K, so all of them land on the one shard K maps to (the stream's
 routing: modulo or jump_hash); the shard is printed with the offset.`,
-		Args: nArgs(1, 2),
+		Args: nameArgs(1, 2, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 2 && file != "" {
 				return usagef("give MSG or --file, not both")

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 )
@@ -35,16 +36,17 @@ type app struct {
 	stdout, stderr io.Writer
 	lookupEnv      func(string) (string, bool)
 
-	server      string
-	adminURL    string
-	token       string
-	tokenFile   string
-	tenant      string
-	namespace   string
-	fingerprint string
-	insecure    bool
-	jsonOut     bool
-	timeout     time.Duration
+	server       string
+	adminURL     string
+	token        string
+	tokenFlagSet bool // --token was on the command line (even as "")
+	tokenFile    string
+	tenant       string
+	namespace    string
+	fingerprint  string
+	insecure     bool
+	jsonOut      bool
+	timeout      time.Duration
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) *app {
@@ -102,11 +104,15 @@ func (a *app) rootCommand() *cobra.Command {
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withKind(ErrUsage, err) })
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		a.tokenFlagSet = cmd.Flags().Changed("token")
+		return checkNameFlags(cmd)
+	}
 
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.server, "server", a.env(defaultServer, "FELIX_SERVER"), "broker QUIC address host:port (FELIX_SERVER)")
 	pf.StringVar(&a.adminURL, "admin", a.env(defaultAdminURL, "FELIX_ADMIN_URL"), "broker admin API base URL (FELIX_ADMIN_URL)")
-	pf.StringVar(&a.token, "token", a.env("", "FELIX_TOKEN", "FELIX_AUTH_TOKEN"), "bearer token (FELIX_TOKEN)")
+	pf.StringVar(&a.token, "token", "", "bearer token (FELIX_TOKEN; an empty one is a usage error)")
 	pf.StringVar(&a.tokenFile, "token-file", a.env("", "FELIX_TOKEN_FILE"), "file holding the token (FELIX_TOKEN_FILE; default ./"+defaultTokenFile+" when it exists)")
 	pf.StringVar(&a.tenant, "tenant", a.env(defaultTenant, "FELIX_TENANT", "FELIX_AUTH_TENANT"), "tenant (FELIX_TENANT)")
 	pf.StringVar(&a.namespace, "namespace", a.env(defaultNamespace, "FELIX_NAMESPACE"), "namespace (FELIX_NAMESPACE)")
@@ -149,6 +155,41 @@ func nArgs(min, max int) cobra.PositionalArgs {
 	}
 }
 
+// nameArgs is nArgs that also refuses, as a usage error, invalid UTF-8 in the first
+// names arguments (stream, cache, group names and cache keys): the JSON wire would
+// otherwise replace the bad bytes with U+FFFD and act on a different name.
+func nameArgs(min, max, names int) cobra.PositionalArgs {
+	count := nArgs(min, max)
+	return func(cmd *cobra.Command, args []string) error {
+		if err := count(cmd, args); err != nil {
+			return err
+		}
+		for i := 0; i < names && i < len(args); i++ {
+			if !utf8.ValidString(args[i]) {
+				return usagef("argument %d (%q) is not valid UTF-8", i+1, args[i])
+			}
+		}
+		return nil
+	}
+}
+
+// nameFlags are the global and per-command flags whose values are names sent on the
+// wire; checkNameFlags refuses invalid UTF-8 in them like nameArgs.
+var nameFlags = []string{"tenant", "namespace", "group", "key", "subject"}
+
+func checkNameFlags(cmd *cobra.Command) error {
+	for _, n := range nameFlags {
+		f := cmd.Flags().Lookup(n)
+		if f == nil || f.Value.Type() != "string" {
+			continue
+		}
+		if v := f.Value.String(); !utf8.ValidString(v) {
+			return usagef("--%s %q is not valid UTF-8", n, v)
+		}
+	}
+	return nil
+}
+
 // reportError prints a failed command's error: text on stderr, or a JSON object
 // {"error","exit_code"} on stdout under --json.
 func (a *app) reportError(err error) {
@@ -167,11 +208,28 @@ func (a *app) printJSON(v any) {
 	_ = enc.Encode(v)
 }
 
-// resolveToken returns the token: --token, else the --token-file contents, else
-// ./felix-data/admin.token when it exists, else "" (the broker decides whether that
-// is allowed). An unreadable explicit token file is a usage error.
+// resolveToken returns the token: --token, else FELIX_TOKEN / FELIX_AUTH_TOKEN (the
+// first one set), else the --token-file contents, else ./felix-data/admin.token when it
+// exists, else "" (the broker decides whether that is allowed). A token given explicitly
+// but empty (--token "", a token variable set to "", an empty --token-file) is a usage
+// error: it never falls back to the admin token file. An unreadable explicit token file
+// is a usage error.
 func (a *app) resolveToken() (string, error) {
-	if a.token != "" {
+	if a.tokenFlagSet {
+		if tok := strings.TrimSpace(a.token); tok != "" {
+			return tok, nil
+		}
+		return "", usagef("--token is empty (leave the flag out to use --token-file or ./%s)", defaultTokenFile)
+	}
+	for _, n := range tokenVars {
+		if v, ok := a.lookupEnv(n); ok {
+			if tok := strings.TrimSpace(v); tok != "" {
+				return tok, nil
+			}
+			return "", usagef("%s is set but empty (unset it to use --token-file or ./%s)", n, defaultTokenFile)
+		}
+	}
+	if a.token != "" { // set directly (tests), not through the flag or the environment
 		return strings.TrimSpace(a.token), nil
 	}
 	if a.tokenFile != "" {
@@ -179,13 +237,20 @@ func (a *app) resolveToken() (string, error) {
 		if err != nil {
 			return "", withKind(ErrUsage, fmt.Errorf("token file: %w", err))
 		}
-		return strings.TrimSpace(string(data)), nil
+		tok := strings.TrimSpace(string(data))
+		if tok == "" {
+			return "", usagef("token file %s is empty", a.tokenFile)
+		}
+		return tok, nil
 	}
 	if data, err := os.ReadFile(filepath.FromSlash(defaultTokenFile)); err == nil {
 		return strings.TrimSpace(string(data)), nil
 	}
 	return "", nil
 }
+
+// tokenVars are the environment variables holding the token, in order of precedence.
+var tokenVars = []string{"FELIX_TOKEN", "FELIX_AUTH_TOKEN"}
 
 // requestContext bounds one request by --timeout and ends on SIGINT/SIGTERM.
 func (a *app) requestContext(parent context.Context) (context.Context, context.CancelFunc) {

@@ -93,7 +93,7 @@ With --group G: lease records of the consumer group, print them and acknowledge 
 --count N exits after N records; otherwise sub runs until interrupted (exit 0).
 By default every shard of the stream is read (the shard count comes from the admin API);
 --shard picks shards.`,
-		Args: nArgs(1, 1),
+		Args: nameArgs(1, 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			start, err := parseStart(from)
 			if err != nil {

@@ -28,7 +28,7 @@ func (a *app) cacheWatch() *cobra.Command {
 		Long: `Print one line per committed change: "put KEY VALUE", "delete KEY" or "expire KEY"
 (--json: {"key","op","value","offset"}). --count N exits after N changes; otherwise watch
 runs until interrupted (exit 0). A lost connection ends the watch with exit 5.`,
-		Args: nArgs(2, 2),
+		Args: nameArgs(2, 2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if count < 0 {
 				return usagef("--count must not be negative")
