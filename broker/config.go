@@ -5,10 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 )
 
@@ -66,10 +70,14 @@ type Config struct {
 	MaxSubscriptionsPerConn int    // FELIX_MAX_SUBSCRIPTIONS_PER_CONN
 	ShutdownDrainTimeoutMS  int    // FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS
 	CoreShards              int    // FELIX_CORE_SHARDS: engine cores (0 = one per CPU)
-	ControlplaneURL         string // FELIX_CONTROLPLANE_URL (must be unset on a single node)
-	ServiceInstanceID       string // FELIX_SERVICE_INSTANCE_ID
-	LogFormat               string // FELIX_LOG_FORMAT: text or json
-	LogLevel                string // FELIX_LOG_LEVEL: debug, info, warn, error (PROPOSED)
+	// Engine environment: validated and printed here, read by core (FELIX_CORES, used when
+	// FELIX_CORE_SHARDS is 0) and ring (FELIX_IO_BACKEND); ExportEngineEnv passes flag values on.
+	Cores             string // FELIX_CORES: "" or 1..1024
+	IOBackend         string // FELIX_IO_BACKEND: "", auto, uring or syscall
+	ControlplaneURL   string // FELIX_CONTROLPLANE_URL (must be unset on a single node)
+	ServiceInstanceID string // FELIX_SERVICE_INSTANCE_ID
+	LogFormat         string // FELIX_LOG_FORMAT: text or json
+	LogLevel          string // FELIX_LOG_LEVEL: debug, info, warn, error (PROPOSED)
 
 	// Durability (spec/config.md §2).
 	DataDir                  string    // FELIX_DURABLE_STORAGE_DIR
@@ -118,8 +126,12 @@ func str(field func(*Config) *string) (func(*Config, string) error, func(*Config
 
 func addr(field func(*Config) *string) (func(*Config, string) error, func(*Config) string) {
 	return func(c *Config, v string) error {
-			if _, _, err := net.SplitHostPort(v); err != nil {
+			_, port, err := net.SplitHostPort(v)
+			if err != nil {
 				return fmt.Errorf("want host:port: %v", err)
+			}
+			if _, err := net.LookupPort("udp", port); err != nil || port == "" {
+				return fmt.Errorf("port %q: want 0..65535", port)
 			}
 			*field(c) = v
 			return nil
@@ -191,10 +203,14 @@ func settings() []setting {
 	add("FELIX_SUBSCRIBER_QUEUE_CAPACITY", "subscriber-queue-capacity", "512", "per-subscription queue (frames); drop_new past it", a, b)
 	a, b = integer(func(c *Config) *int { return &c.MaxSubscriptionsPerConn }, 1, 1<<20)
 	add("FELIX_MAX_SUBSCRIPTIONS_PER_CONN", "max-subscriptions-per-conn", "4096", "subscriptions per connection", a, b)
-	a, b = integer(func(c *Config) *int { return &c.ShutdownDrainTimeoutMS }, 0, 3600_000)
+	a, b = integer(func(c *Config) *int { return &c.ShutdownDrainTimeoutMS }, 1, 3600_000)
 	add("FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS", "shutdown-drain-timeout-ms", "25000", "SIGTERM/SIGINT drain budget (ms)", a, b)
 	a, b = integer(func(c *Config) *int { return &c.CoreShards }, 0, 1024)
-	add("FELIX_CORE_SHARDS", "core-shards", "0", "engine cores (0 = one per CPU)", a, b)
+	add("FELIX_CORE_SHARDS", "core-shards", "0", "engine cores (0 = FELIX_CORES, else one per CPU)", a, b)
+	a, b = optionalInt(func(c *Config) *string { return &c.Cores }, 1, 1024)
+	add("FELIX_CORES", "cores", "", "engine cores when FELIX_CORE_SHARDS is 0 (empty = one per CPU)", a, b)
+	a, b = oneOf(func(c *Config) *string { return &c.IOBackend }, "", "auto", "uring", "syscall")
+	add("FELIX_IO_BACKEND", "io-backend", "", "disk I/O backend: auto (empty; io_uring, else syscalls), uring or syscall", a, b)
 	a, b = str(func(c *Config) *string { return &c.ControlplaneURL })
 	add("FELIX_CONTROLPLANE_URL", "controlplane-url", "", "control-plane URL (cluster mode; not supported by this single-node build)", a, b)
 	a, b = str(func(c *Config) *string { return &c.ServiceInstanceID })
@@ -249,6 +265,36 @@ func settings() []setting {
 	a, b = str(func(c *Config) *string { return &c.ReadyFile })
 	add("FELIX_READY_FILE", "ready-file", "", "write bound addresses as JSON here once ready", a, b)
 	return s
+}
+
+// optionalInt accepts "" (unset) or an integer in lo..hi, kept as text.
+func optionalInt(field func(*Config) *string, lo, hi int64) (func(*Config, string) error, func(*Config) string) {
+	return func(c *Config, v string) error {
+			v = strings.TrimSpace(v)
+			if v != "" {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil || n < lo || n > hi {
+					return fmt.Errorf("want empty or an integer %d..%d", lo, hi)
+				}
+			}
+			*field(c) = v
+			return nil
+		},
+		func(c *Config) string { return *field(c) }
+}
+
+// ExportEngineEnv sets FELIX_CORES and FELIX_IO_BACKEND in the process environment (through
+// setenv, normally os.Setenv) when they came from a flag, because core and ring read them from
+// there; values from the environment are already in place.
+func (c *Config) ExportEngineEnv(setenv func(key, value string) error) error {
+	for env, v := range map[string]string{"FELIX_CORES": c.Cores, "FELIX_IO_BACKEND": c.IOBackend} {
+		if c.sources[env] == SourceFlag {
+			if err := setenv(env, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func oneOf(field func(*Config) *string, allowed ...string) (func(*Config, string) error, func(*Config) string) {
@@ -354,9 +400,49 @@ func LoadConfig(args []string, lookup func(string) (string, bool)) (cfg *Config,
 	return cfg, printConfig, nil
 }
 
+// creatableDir checks, without creating anything, that dir exists or can be created: its
+// nearest existing ancestor must be a writable directory. FELIX_READY_FILE's directory is
+// created at ready time; a path that can never work is a configuration error found before
+// the data dir is touched.
+func creatableDir(dir string) error {
+	for d := dir; ; {
+		fi, err := os.Stat(d)
+		switch {
+		case err == nil && !fi.IsDir():
+			return fmt.Errorf("%s is not a directory", d)
+		case err == nil:
+			if err := syscall.Access(d, 2 /* W_OK */); err != nil && d != dir {
+				return fmt.Errorf("cannot create a directory in %s: %v", d, err)
+			} else if err != nil {
+				return fmt.Errorf("directory %s is not writable: %v", d, err)
+			}
+			return nil
+		case !errors.Is(err, fs.ErrNotExist):
+			return err
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return fmt.Errorf("no existing ancestor of %s", dir)
+		}
+		d = parent
+	}
+}
+
+// minFrameBytes is the smallest FELIX_MAX_FRAME_BYTES accepted: below it an auth frame
+// with a real token would not fit.
+const minFrameBytes = 1024
+
 func (c *Config) validate() error {
 	if c.MaxFrameBytes == 0 {
 		c.MaxFrameBytes = 16 << 20
+	}
+	if c.MaxFrameBytes < minFrameBytes {
+		return fmt.Errorf("%w: FELIX_MAX_FRAME_BYTES=%d: want 0 (16 MiB) or at least %d (an auth frame must fit)", ErrConfig, c.MaxFrameBytes, minFrameBytes)
+	}
+	if c.ReadyFile != "" {
+		if err := creatableDir(filepath.Dir(c.ReadyFile)); err != nil {
+			return fmt.Errorf("%w: FELIX_READY_FILE=%s: %v", ErrConfig, c.ReadyFile, err)
+		}
 	}
 	if c.DataDir == "" {
 		return fmt.Errorf("%w: FELIX_DURABLE_STORAGE_DIR is empty; the single-node broker keeps its catalog, keys and run-state there", ErrConfig)

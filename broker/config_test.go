@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -64,7 +65,24 @@ func TestConfigInvalidValuesNameTheVariable(t *testing.T) {
 		{map[string]string{"FELIX_TLS_CERT": "c.pem"}, nil, "FELIX_TLS_KEY"},
 		{map[string]string{"FELIX_BROKER_CONFIG": "/etc/felix.yml"}, nil, "FELIX_BROKER_CONFIG"},
 		{nil, []string{"--no-such-flag"}, "no-such-flag"},
+		{map[string]string{"FELIX_QUIC_BIND": "127.0.0.1:99999"}, nil, "FELIX_QUIC_BIND"},
+		{map[string]string{"FELIX_BROKER_METRICS_BIND": "127.0.0.1:-1"}, nil, "FELIX_BROKER_METRICS_BIND"},
+		{map[string]string{"FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS": "0"}, nil, "FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS"},
+		{map[string]string{"FELIX_MAX_FRAME_BYTES": "1023"}, nil, "FELIX_MAX_FRAME_BYTES"},
+		{map[string]string{"FELIX_IO_BACKEND": "bogus"}, nil, "FELIX_IO_BACKEND"},
+		{map[string]string{"FELIX_CORES": "abc"}, nil, "FELIX_CORES"},
+		{map[string]string{"FELIX_CORES": "0"}, nil, "FELIX_CORES"},
+		{nil, []string{"--io-backend", "bogus"}, "FELIX_IO_BACKEND"},
 	}
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases, struct {
+		env  map[string]string
+		args []string
+		name string
+	}{map[string]string{"FELIX_READY_FILE": filepath.Join(notDir, "sub", "ready.json")}, nil, "FELIX_READY_FILE"})
 	for _, c := range cases {
 		_, _, err := LoadConfig(c.args, envOf(c.env))
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.name) {
@@ -96,5 +114,36 @@ func TestOperationsDocListsEverySetting(t *testing.T) {
 		if !strings.Contains(string(doc), "`"+s.env+"`") || !strings.Contains(string(doc), "`--"+s.flag+"`") {
 			t.Errorf("docs/operations.md does not list %s / --%s", s.env, s.flag)
 		}
+	}
+}
+
+func TestConfigEngineEnvPrintedAndExported(t *testing.T) {
+	cfg, _, err := LoadConfig([]string{"--cores", "2", "--max-frame-bytes", "1024"}, envOf(map[string]string{"FELIX_IO_BACKEND": "syscall"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cfg.PrintConfig(&out)
+	for _, want := range []string{"FELIX_CORES", "FELIX_IO_BACKEND", "syscall"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--print-config misses %q:\n%s", want, out.String())
+		}
+	}
+	set := map[string]string{}
+	if err := cfg.ExportEngineEnv(func(k, v string) error { set[k] = v; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(set) != 1 || set["FELIX_CORES"] != "2" {
+		t.Errorf("exported %v, want only the flag value FELIX_CORES=2", set)
+	}
+}
+
+func TestConfigReadyFileInMissingDirIsAccepted(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "a", "b", "ready.json")
+	if _, _, err := LoadConfig(nil, envOf(map[string]string{"FELIX_READY_FILE": ready})); err != nil {
+		t.Fatalf("creatable directory refused: %v", err)
+	}
+	if _, err := os.Stat(filepath.Dir(ready)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("LoadConfig created %s (must only check): %v", filepath.Dir(ready), err)
 	}
 }

@@ -3,8 +3,10 @@
 //
 // Configuration: built-in defaults, then FELIX_* variables, then flags (felix-broker
 // --help lists them); --print-config prints every effective setting with its source and
-// exits. SIGTERM or SIGINT drains within FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS and exits 0 on a
-// clean stop, 1 otherwise.
+// exits. An invalid setting (including one found while starting, such as an unusable
+// FELIX_READY_FILE directory) exits 2 before the data dir is touched; any other startup
+// failure exits 1. SIGTERM or SIGINT drains within FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS and exits
+// 0 on a clean stop, 1 otherwise.
 package main
 
 import (
@@ -39,11 +41,18 @@ func run(args []string) int {
 		}
 		return 0
 	}
+	if err := cfg.ExportEngineEnv(os.Setenv); err != nil {
+		fmt.Fprintln(os.Stderr, "felix-broker:", err)
+		return 2
+	}
 	logger := broker.NewLogger(cfg, os.Stderr)
 	slog.SetDefault(logger)
 	srv, err := broker.New(cfg, logger)
 	if err != nil {
 		logger.Error("startup failed", "err", err)
+		if errors.Is(err, broker.ErrConfig) {
+			return 2
+		}
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
