@@ -58,14 +58,22 @@ func accept(p PlanPoint, slo time.Duration) bool {
 	return p.Err == "" && p.P99 > 0 && p.P99 <= slo && p.Achieved >= 0.95*p.Offered
 }
 
-// FindKnee returns the index of the highest offered rate that meets the SLO (accept),
-// or -1. Points need not be sorted.
+// FindKnee returns the index of the knee: walking the points up by offered rate, the last
+// one that meets the SLO (accept) before the first that does not, so the p99 stays under
+// the SLO at every measured rate up to it; -1 when the lowest rate already misses. A point
+// that meets the SLO above a missed one (noise on a shared machine) is not the knee.
 func FindKnee(points []PlanPoint, slo time.Duration) int {
+	idx := make([]int, len(points))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return points[idx[a]].Offered < points[idx[b]].Offered })
 	best := -1
-	for i, p := range points {
-		if accept(p, slo) && (best < 0 || p.Offered > points[best].Offered) {
-			best = i
+	for _, i := range idx {
+		if !accept(points[i], slo) {
+			break
 		}
+		best = i
 	}
 	return best
 }

@@ -117,6 +117,12 @@ func TestSweepAndKnee(t *testing.T) {
 	if k := FindKnee(pts[2:], slo); k != -1 {
 		t.Fatalf("knee without an acceptable point: %d", k)
 	}
+	// A lucky point above a missed one is not the knee.
+	noisy := []PlanPoint{{Offered: 1000, Achieved: 1000, P99: time.Millisecond}, {Offered: 3000, Achieved: 3000, P99: time.Second},
+		{Offered: 2000, Achieved: 2000, P99: time.Millisecond}, {Offered: 4000, Achieved: 4000, P99: time.Millisecond}}
+	if k := FindKnee(noisy, slo); k != 2 {
+		t.Fatalf("noisy knee %d, want the 2000/s point", k)
+	}
 	pl := Plan{Shape: Shape{Name: "pubsub-1k"}, SLOP99: slo, Points: pts, Knee: 0}
 	pts[0].CPUCores, pts[0].RSS, pts[0].BytesPS = 1.5, 64<<20, 6e6
 	line := pl.SizingLine(Machine{Cores: 2, CPUModel: "test cpu"})
