@@ -712,3 +712,47 @@ func TestNackZeroRedeliversAtOnce(t *testing.T) {
 		t.Fatalf("poll right after a zero-delay nack: %+v %v", recs, err)
 	}
 }
+
+// Keys and values over the broker's limits are refused before sending with ErrTooLarge
+// (a definite error, never ErrIndeterminate); values and keys at the limits are stored.
+func TestCacheLimitsOnBroker(t *testing.T) {
+	b := startBroker(t, "")
+	b.createCache("kv")
+	c := b.dial()
+	ctx := testCtx(t)
+	big := bytes.Repeat([]byte("v"), MaxCacheValueBytes)
+	if err := c.Put(ctx, "kv", "k", big, 0); err != nil {
+		t.Fatalf("put of a value at the limit: %v", err)
+	}
+	if v, found, err := c.Get(ctx, "kv", "k"); err != nil || !found || len(v) != MaxCacheValueBytes {
+		t.Fatalf("get of the value at the limit: %d %v %v", len(v), found, err)
+	}
+	longKey := strings.Repeat("k", MaxCacheKeyBytes)
+	if err := c.Put(ctx, "kv", longKey, []byte("x"), 0); err != nil {
+		t.Fatalf("put under a key at the limit: %v", err)
+	}
+	tooLong := longKey + "k"
+	checks := []error{
+		c.Put(ctx, "kv", "k", append(big, 'v'), 0),
+		c.Put(ctx, "kv", tooLong, nil, 0),
+		c.Put(ctx, "kv", "", []byte("x"), 0),
+	}
+	_, _, err := c.Get(ctx, "kv", tooLong)
+	checks = append(checks, err)
+	_, _, err = c.Delete(ctx, "kv", tooLong)
+	checks = append(checks, err)
+	_, err = c.CounterAdd(ctx, "kv", tooLong, 1)
+	checks = append(checks, err)
+	_, err = c.CounterGet(ctx, "kv", tooLong)
+	checks = append(checks, err)
+	_, err = c.Watch(ctx, "kv", tooLong, WatchOptions{})
+	checks = append(checks, err)
+	for i, err := range checks {
+		if !errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrIndeterminate) || (i != 2 && !errors.Is(err, ErrTooLarge)) {
+			t.Errorf("check %d: %v, want ErrTooLarge / ErrInvalidArgument", i, err)
+		}
+	}
+	if v, _, err := c.Get(ctx, "kv", "k"); err != nil || len(v) != MaxCacheValueBytes {
+		t.Fatalf("the refused put changed the value: %d %v", len(v), err)
+	}
+}

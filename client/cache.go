@@ -10,7 +10,9 @@ import (
 
 // Cache operations (spec/client-protocol.md §6, §8.1, §8.2). Every call needs the cache to
 // exist (Admin.CreateCache) and the permission cache.read (Get, CounterGet) or cache.write
-// (Put, Delete, CounterAdd). Keys are UTF-8 strings; values are bytes.
+// (Put, Delete, CounterAdd). Keys are UTF-8 strings of 1..MaxCacheKeyBytes bytes; values
+// are 0..MaxCacheValueBytes bytes. Every call checks its key (and Put its value) before
+// sending: ErrInvalidArgument for an empty key, ErrTooLarge over a limit.
 //
 // Retry rules follow seeds/internal-protocol.txt, "Forwarded cache operation": Get,
 // Delete and CounterGet land on the same state when applied twice, so the SDK re-sends them
@@ -18,11 +20,42 @@ import (
 // (it would count twice) are never re-sent: a lost answer is returned as ErrIndeterminate
 // and the caller decides.
 
+// Cache key and value limits of the broker (docs/cache.md, "Keys, values and shards":
+// core/cache's MaxKeyBytes and MaxValueBytes defaults, which the broker does not change).
+// The SDK refuses longer keys and values before sending with ErrTooLarge, a definite error
+// (a request over the limit would otherwise be refused or cut off by the broker and could
+// surface as ErrIndeterminate).
+const (
+	// MaxCacheKeyBytes is the longest cache key in bytes (keys are 1..1024 bytes).
+	MaxCacheKeyBytes = 1024
+	// MaxCacheValueBytes is the longest cache value in bytes (1 MiB; 0 bytes is a value).
+	MaxCacheValueBytes = 1 << 20
+)
+
+// checkKey refuses an empty key (ErrInvalidArgument) or one over MaxCacheKeyBytes
+// (ErrTooLarge) before anything is sent.
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty cache key", ErrInvalidArgument)
+	case len(key) > MaxCacheKeyBytes:
+		return fmt.Errorf("%w: cache key of %d bytes (at most %d)", ErrTooLarge, len(key), MaxCacheKeyBytes)
+	}
+	return nil
+}
+
 // Put stores value under key in cache with a time to live (0 = no expiry; otherwise at
 // least 1 ms, rounded down to milliseconds). Errors: ErrNotFound (no such cache),
 // ErrUnauthorized, ErrOverloaded, ErrIndeterminate (answer lost: the value may or may not be
-// stored; not re-sent), ErrInvalidArgument (negative ttl).
+// stored; not re-sent), ErrInvalidArgument (negative ttl, empty key), ErrTooLarge (key over
+// MaxCacheKeyBytes or value over MaxCacheValueBytes; not sent).
 func (c *Client) Put(ctx context.Context, cache, key string, value []byte, ttl time.Duration) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if len(value) > MaxCacheValueBytes {
+		return fmt.Errorf("%w: cache value of %d bytes (at most %d)", ErrTooLarge, len(value), MaxCacheValueBytes)
+	}
 	var ttlMs *uint64
 	switch {
 	case ttl < 0:
@@ -54,6 +87,9 @@ func (c *Client) Put(ctx context.Context, cache, key string, value []byte, ttl t
 // null only for a miss). Re-sent after an indeterminate outcome. Errors: ErrNotFound (no
 // such cache), ErrUnauthorized, ErrOverloaded, ErrIndeterminate (after WithMaxAttempts).
 func (c *Client) Get(ctx context.Context, cache, key string) (value []byte, found bool, err error) {
+	if err := checkKey(key); err != nil {
+		return nil, false, err
+	}
 	m, err := c.roundTrip(ctx, true, func(id uint64) proto.Message {
 		return &proto.CacheGet{TenantID: c.cfg.tenant, Namespace: c.cfg.namespace, Cache: cache, Key: key, RequestID: &id}
 	})
@@ -75,6 +111,9 @@ func (c *Client) Get(ctx context.Context, cache, key string) (value []byte, foun
 // after an indeterminate outcome: a second delete of the same key finds nothing, so after
 // a retry found may be false although this call removed the value.
 func (c *Client) Delete(ctx context.Context, cache, key string) (removed []byte, found bool, err error) {
+	if err := checkKey(key); err != nil {
+		return nil, false, err
+	}
 	if err := c.requireFeature(ctx, proto.FeatureCacheDelete); err != nil {
 		return nil, false, err
 	}
@@ -98,6 +137,9 @@ func (c *Client) Delete(ctx context.Context, cache, key string) (removed []byte,
 // sum after the add (spec §8.2; feature counters). Never re-sent: a lost answer is
 // ErrIndeterminate (the add may have been applied).
 func (c *Client) CounterAdd(ctx context.Context, cache, key string, delta int64) (int64, error) {
+	if err := checkKey(key); err != nil {
+		return 0, err
+	}
 	if err := c.requireFeature(ctx, proto.FeatureCounters); err != nil {
 		return 0, err
 	}
@@ -110,6 +152,9 @@ func (c *Client) CounterAdd(ctx context.Context, cache, key string, delta int64)
 // CounterGet returns the counter's sum (0 for a counter never added to; spec §8.2; feature
 // counters). Re-sent after an indeterminate outcome.
 func (c *Client) CounterGet(ctx context.Context, cache, key string) (int64, error) {
+	if err := checkKey(key); err != nil {
+		return 0, err
+	}
 	if err := c.requireFeature(ctx, proto.FeatureCounters); err != nil {
 		return 0, err
 	}

@@ -47,6 +47,10 @@ var (
 	ErrClosed = errors.New("felix: closed")
 	// ErrInvalidArgument: a call's argument is out of range (empty name, oversize value, ...).
 	ErrInvalidArgument = errors.New("felix: invalid argument")
+	// ErrTooLarge: a cache key or value is longer than the broker accepts (MaxCacheKeyBytes,
+	// MaxCacheValueBytes). The SDK checks before sending, so the request was never sent and
+	// nothing was applied. It also matches ErrInvalidArgument.
+	ErrTooLarge = fmt.Errorf("%w: too large", ErrInvalidArgument)
 	// ErrProtocol: the broker sent something this SDK cannot decode or did not expect.
 	ErrProtocol = errors.New("felix: protocol violation by the broker")
 )

@@ -907,3 +907,69 @@ func TestSubscriptionFollowsRedirects(t *testing.T) {
 		t.Fatalf("subscribe starts %+v", starts)
 	}
 }
+
+// docs/soak.md finding 4: a connection lost under a subscribe (here the broker drops it on
+// the first subscribe) is retried by the SDK itself on a new connection, both when the
+// Subscription is created and when it re-subscribes after its event stream ended; only a
+// definite refusal ends it.
+func TestSubscribeRetriesLostConnection(t *testing.T) {
+	var mu sync.Mutex
+	subs := 0
+	fb := startFake(t, func(x *exchange, m proto.Message) {
+		s, ok := m.(*proto.Subscribe)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		subs++
+		n := subs
+		mu.Unlock()
+		if n == 1 || n == 3 { // the first subscribe and the first re-subscribe lose their connection
+			x.drop()
+			return
+		}
+		es, err := x.conn.OpenUniStream()
+		if err != nil {
+			return
+		}
+		id := uint64(n)
+		frames := proto.AppendMessage(nil, &proto.EventStreamHello{SubscriptionID: id})
+		x.reply(&proto.Subscribed{SubscriptionID: id})
+		if n == 2 {
+			if s.Start == nil || s.Start.Kind != proto.StartOffset || s.Start.Offset != 3 {
+				x.fb.t.Errorf("subscribe start %+v, want offset 3", s.Start)
+			}
+			frames = proto.AppendSharedEventBatch(frames, 3, true, [][]byte{[]byte("d")})
+			_, _ = es.Write(frames)
+			_ = es.Close() // the stream ends: the SDK re-subscribes from 4
+			return
+		}
+		if s.Start == nil || s.Start.Kind != proto.StartOffset || s.Start.Offset != 4 {
+			x.fb.t.Errorf("re-subscribe start %+v, want offset 4", s.Start)
+		}
+		if n == 4 {
+			frames = proto.AppendSharedEventBatch(frames, 4, true, [][]byte{[]byte("e")})
+			_, _ = es.Write(frames)
+			return
+		}
+	})
+	c := fb.dial()
+	ctx := testCtx(t)
+	sub, err := c.Subscribe(ctx, "s", Offset(3), SubscribeOptions{})
+	if err != nil {
+		t.Fatalf("Subscribe after a lost connection: %v", err)
+	}
+	defer sub.Close()
+	for _, want := range []uint64{3, 4} {
+		r, err := sub.Next(ctx)
+		if err != nil || r.Offset != want || r.Gap != 0 {
+			t.Fatalf("want offset %d: %+v %v", want, r, err)
+		}
+	}
+	mu.Lock()
+	n := subs
+	mu.Unlock()
+	if n != 4 {
+		t.Fatalf("%d subscribes, want 4", n)
+	}
+}

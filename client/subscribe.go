@@ -101,7 +101,10 @@ type eventFrame struct {
 // returns once every shard's subscription is registered on the broker (so records
 // published after Subscribe returns are delivered, with Latest too). A not_leader answer
 // is followed: the SDK connects to the owner's address (with the same TLS settings and
-// token) and subscribes there, up to 4 hops. Errors: *CursorError (ErrCursor),
+// token) and subscribes there, up to 4 hops. A failure that is not a definite refusal (a
+// connection lost or closed under the subscribe, an auth exchange cut off) is retried with
+// the reconnect backoff on a new connection until ctx ends. Errors: ctx.Err() (wrapping the
+// last attempt's error), *CursorError (ErrCursor),
 // *NotLeaderError (too many hops, or no address), ErrNotFound, ErrUnauthorized, ErrUnsupported (Earliest or
 // Offset without the broker's offset flag 0x0020, or WithPublisher without "publishers").
 func (c *Client) Subscribe(ctx context.Context, stream string, start Start, opts SubscribeOptions) (*Subscription, error) {
@@ -120,7 +123,7 @@ func (c *Client) Subscribe(ctx context.Context, stream string, start Start, opts
 	first := make([]opened, len(opts.Shards))
 	addrs := make([]string, len(opts.Shards))
 	for i, shard := range opts.Shards {
-		es, caps, err := s.openFollowing(ctx, shard, start, &addrs[i])
+		es, caps, err := s.openRetrying(ctx, shard, start, &addrs[i])
 		if err != nil {
 			for _, o := range first[:i] {
 				o.es.st.CancelRead(0)
@@ -135,6 +138,39 @@ func (c *Client) Subscribe(ctx context.Context, stream string, start Start, opts
 		go s.run(shard, start, addrs[i], first[i].es, first[i].caps)
 	}
 	return s, nil
+}
+
+// openRetrying is openFollowing that retries, with the reconnect backoff, every failure
+// that is not a definite refusal (terminal): a connection lost or closed under the
+// subscribe (the SDK closes a connection it gave up on; a restarted broker drops the old
+// ones) or an auth exchange cut off by it. It returns when ctx ends (ctx.Err()) or the
+// client is closed.
+func (s *Subscription) openRetrying(ctx context.Context, shard uint32, start Start, addr *string) (*eventStream, Capabilities, error) {
+	bo := newBackoff(s.c.cfg.backoffMin, s.c.cfg.backoffMax)
+	for {
+		es, caps, err := s.openFollowing(ctx, shard, start, addr)
+		if err == nil || terminal(err) || ctx.Err() != nil || s.c.ctx.Err() != nil {
+			if err != nil {
+				if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+					err = fmt.Errorf("%w (last attempt: %w)", ctx.Err(), err)
+				}
+				err = closedOr(s.c, err)
+			}
+			return es, caps, err
+		}
+		s.c.cfg.logger.Info("felix: subscribe failed; retrying", "stream", s.stream, "shard", shard, "err", err)
+		*addr = ""
+		t := time.NewTimer(bo.next())
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, caps, fmt.Errorf("%w (last attempt: %w)", ctx.Err(), err)
+		case <-s.c.ctx.Done():
+			t.Stop()
+			return nil, caps, ErrClosed
+		}
+	}
 }
 
 // maxRedirects bounds a chain of not_leader answers followed by one subscribe.
