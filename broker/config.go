@@ -69,6 +69,7 @@ type Config struct {
 	SubscriberQueueCapacity int    // FELIX_SUBSCRIBER_QUEUE_CAPACITY, frames per subscription
 	MaxSubscriptionsPerConn int    // FELIX_MAX_SUBSCRIPTIONS_PER_CONN
 	ShutdownDrainTimeoutMS  int    // FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS
+	AuthTimeoutMS           int    // FELIX_AUTH_TIMEOUT_MS: a connection without a successful auth by then is closed (0x103)
 	CoreShards              int    // FELIX_CORE_SHARDS: engine cores (0 = one per CPU)
 	// Engine environment: validated and printed here, read by core (FELIX_CORES, used when
 	// FELIX_CORE_SHARDS is 0) and ring (FELIX_IO_BACKEND); ExportEngineEnv passes flag values on.
@@ -205,6 +206,8 @@ func settings() []setting {
 	add("FELIX_MAX_SUBSCRIPTIONS_PER_CONN", "max-subscriptions-per-conn", "4096", "subscriptions per connection", a, b)
 	a, b = integer(func(c *Config) *int { return &c.ShutdownDrainTimeoutMS }, 1, 3600_000)
 	add("FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS", "shutdown-drain-timeout-ms", "25000", "SIGTERM/SIGINT drain budget (ms)", a, b)
+	a, b = integer(func(c *Config) *int { return &c.AuthTimeoutMS }, 1, 3600_000)
+	add("FELIX_AUTH_TIMEOUT_MS", "auth-timeout-ms", "10000", "close a connection (QUIC error 0x103) when no stream of it authenticated within this (ms)", a, b)
 	a, b = integer(func(c *Config) *int { return &c.CoreShards }, 0, 1024)
 	add("FELIX_CORE_SHARDS", "core-shards", "0", "engine cores (0 = FELIX_CORES, else one per CPU)", a, b)
 	a, b = optionalInt(func(c *Config) *string { return &c.Cores }, 1, 1024)

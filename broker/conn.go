@@ -38,6 +38,9 @@ type connHandler struct {
 	cancel   context.CancelFunc
 	budget   *netq.ByteBudget
 	consumer uint64 // consumer id of this connection in consumer groups
+	// authed is set by the first successful auth on any stream; until then the auth
+	// deadline (FELIX_AUTH_TIMEOUT_MS) may close the connection.
+	authed   atomic.Bool
 	subs     atomic.Int64
 	watches  watchSet
 	sessions sync.WaitGroup // stream readers
@@ -57,6 +60,10 @@ func newConnHandler(s *Server, c *netq.Conn) *connHandler {
 // and closes the connection with netq.CodeShutdown.
 func (h *connHandler) serve() {
 	defer h.cancel()
+	if d := time.Duration(h.s.cfg.AuthTimeoutMS) * time.Millisecond; d > 0 {
+		deadline := time.AfterFunc(d, h.authExpired)
+		defer deadline.Stop()
+	}
 	uniDone := make(chan struct{})
 	go func() { defer close(uniDone); h.acceptUni() }()
 	for {
@@ -82,6 +89,16 @@ func (h *connHandler) serve() {
 		}
 		_ = h.conn.CloseWithError(netq.CodeShutdown, "broker shutting down")
 	}
+}
+
+// authExpired closes a connection that held its slot without authenticating
+// (docs/operations.md, "Bounds"): QUIC application error netq.CodeAuthTimeout.
+func (h *connHandler) authExpired() {
+	if h.authed.Load() {
+		return
+	}
+	h.s.m.authTimeouts.Inc()
+	_ = h.conn.CloseWithError(netq.CodeAuthTimeout, "auth timeout")
 }
 
 func (h *connHandler) acceptUni() {

@@ -21,6 +21,7 @@ type serverMetrics struct {
 	eventFrames     *metrics.Counter
 	slowSubscribers *metrics.Counter
 	unknownErrors   *metrics.Counter // errors errorCode could not classify (logged)
+	authTimeouts    *metrics.Counter // connections closed by the auth deadline
 }
 
 func newServerMetrics(set *metrics.Set) serverMetrics {
@@ -36,6 +37,7 @@ func newServerMetrics(set *metrics.Set) serverMetrics {
 		eventFrames:     set.NewCounter("felix_broker_event_frames_total"),
 		slowSubscribers: set.NewCounter("felix_broker_slow_subscribers_total"),
 		unknownErrors:   set.NewCounter("felix_broker_unclassified_errors_total"),
+		authTimeouts:    set.NewCounter("felix_broker_auth_timeouts_total"),
 	}
 }
 

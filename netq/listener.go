@@ -23,6 +23,9 @@ const (
 	CodeConnectionLimit quic.ApplicationErrorCode = 0x101
 	// CodeShutdown: the broker is stopping (SIGTERM drain finished or expired).
 	CodeShutdown quic.ApplicationErrorCode = 0x102
+	// CodeAuthTimeout: no stream of the connection completed a successful auth within the
+	// broker's auth deadline (FELIX_AUTH_TIMEOUT_MS); the connection's slot is freed.
+	CodeAuthTimeout quic.ApplicationErrorCode = 0x103
 	// CodeProtocol: a stream carried a frame that violates the protocol; the stream is
 	// reset with this code after the typed `error` answer was written.
 	CodeProtocol quic.StreamErrorCode = 0x201

@@ -1,13 +1,22 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"felix/netq"
+	"felix/proto"
 )
+
+func reqID(v uint64) *uint64 { return &v }
 
 // A bad setting is a usage/config error (exit 2) found before the data dir is touched: no
 // keys, admin token or run-state are written, so the next start is not "unclean".
@@ -43,4 +52,52 @@ func TestBadConfigExits2BeforeTouchingDataDir(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Connections that never authenticate lose their slot after FELIX_AUTH_TIMEOUT_MS (QUIC
+// application error 0x103), so idle keep-alive connections cannot lock out a real client;
+// an authenticated connection outlives the deadline.
+func TestUnauthenticatedConnectionsAreClosed(t *testing.T) {
+	b := startBroker(t, "", "FELIX_MAX_CONNECTIONS=2", "FELIX_AUTH_TIMEOUT_MS=300")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var idle []*quic.Conn
+	for i := 0; i < 2; i++ {
+		c, err := quic.DialAddr(ctx, b.info.QUICAddr, netq.PinnedClientTLS(b.info.Fingerprint), &quic.Config{KeepAlivePeriod: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.CloseWithError(0, "") })
+		idle = append(idle, c)
+	}
+	// One of them opens a stream and sends half a frame header, never an auth.
+	st, err := idle[1].OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Write([]byte("FLX"))
+	for i, c := range idle {
+		select {
+		case <-c.Context().Done():
+		case <-ctx.Done():
+			t.Fatalf("unauthenticated connection %d still open after 20 s", i)
+		}
+		var ae *quic.ApplicationError
+		if err := context.Cause(c.Context()); !errors.As(err, &ae) || ae.ErrorCode != netq.CodeAuthTimeout || !ae.Remote {
+			t.Fatalf("connection %d closed with %v, want remote application error %#x", i, err, netq.CodeAuthTimeout)
+		}
+	}
+	// The slots are free: a real client gets in, authenticates and outlives the deadline.
+	c := b.dial()
+	fs := openStream(t, c)
+	if _, ok := fs.auth("default", b.token, flagsPtr(v1Flags)).(*proto.AuthOK); !ok {
+		t.Fatal("auth failed")
+	}
+	select {
+	case <-c.Context().Done():
+		t.Fatalf("authenticated connection closed: %v", context.Cause(c.Context()))
+	case <-time.After(time.Second): // more than three auth deadlines
+	}
+	fs.send(&proto.CounterGet{TenantID: "default", Namespace: "default", Cache: "nope", Key: "k", RequestID: reqID(1)})
+	expectError(t, fs.msg(), proto.CodeNotFound, "")
 }
