@@ -496,7 +496,8 @@ func runStream(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin 
 		for s, sub := range subs {
 			at[s] = sub.next.Load()
 		}
-		return fmt.Sprintf("%s: %d of %d files published, %d kills, %d starts, subscribers at %v", backend, completed.Load(), len(c.files), kills, starts, at)
+		return fmt.Sprintf("%s: %d of %d files published, %d kills, %d starts, subscribers at %v, group delivered %d offsets",
+			backend, completed.Load(), len(c.files), kills, starts, at, grp.delivered())
 	})
 	defer stopLog()
 	killErr := killer(ctx, b, cfg.kills, func() (bool, int64) {
@@ -527,13 +528,26 @@ func runStream(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin 
 	if err := b.start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Dead letters are redriven every 5 s while the group has not covered every offset.
+	redriven, lastRedrive := 0, time.Now()
 	catchUp := waitFor(ctx, func() bool {
 		for s, sub := range subs {
 			if sub.next.Load() < end[s] {
 				return false
 			}
 		}
-		return grp.covered(end)
+		if grp.covered(end) {
+			return true
+		}
+		if time.Since(lastRedrive) > 5*time.Second {
+			lastRedrive = time.Now()
+			n, err := grp.redriveDeadLetters(ctx, cl, streamName, groupName, shards)
+			redriven += n
+			if err != nil {
+				t.Logf("%s: dead letters: %v", backend, err)
+			}
+		}
+		return false
 	})
 	stopConsumers()
 	cwg.Wait()
@@ -546,6 +560,10 @@ func runStream(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin 
 		for s, sub := range subs {
 			t.Logf("shard %d: subscriber at %d of %d (last error %v)", s, sub.next.Load(), end[s], sub.lastErr)
 		}
+		grp.mu.Lock()
+		t.Logf("group: %d poll errors, last %v", grp.pollErrors, grp.lastPollErr)
+		grp.mu.Unlock()
+		t.Logf("group: first offsets never delivered, per shard: %v", grp.missing(end, 10))
 	}
 	if err := b.stop(ctx); err != nil {
 		t.Errorf("final SIGTERM drain: %v", err)
@@ -557,6 +575,7 @@ func runStream(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin 
 	st.kills, st.starts, st.peak, st.pubTime, st.meanDown = kills, starts, peak, pubTime, b.meanDown()
 	st.verified, st.verifyFailures = verified, verifyFailures
 	st.disk = diskUsage(b.dataDir)
+	st.redriven = redriven
 	table := st.table(backend, cfg)
 	if catchUp != nil {
 		t.Errorf("consumers did not reach the end offsets %v: %v", end, catchUp)
@@ -582,6 +601,7 @@ type streamStats struct {
 	groupMissing, groupRedelivered         int
 	groupDeliveries, groupForeign          int
 	groupRefusedAcks, groupMaxDelivery     int
+	redriven                               int // dead letters redriven during the catch-up
 	kills, starts                          int
 	peak, disk                             int64
 	pubTime, meanDown                      time.Duration
@@ -730,6 +750,7 @@ func (st *streamStats) table(backend string, cfg config) string {
 		st.gaps, st.redelivered, st.reportedGap, st.noOffset, verdict(st.gaps+st.redelivered+st.noOffset == 0))
 	fmt.Fprintf(&b, "| group: records never delivered | %d of %d | %s |\n", st.groupMissing, st.totalRecords, verdict(st.groupMissing == 0))
 	fmt.Fprintf(&b, "| group: redeliveries (deliveries %d, max delivery count %d, acks refused %d) | %d | |\n", st.groupDeliveries, st.groupMaxDelivery, st.groupRefusedAcks, st.groupRedelivered)
+	fmt.Fprintf(&b, "| group: dead letters redriven to finish (max_deliveries reached by lost poll answers) | %d | |\n", st.redriven)
 	fmt.Fprintf(&b, "| `felix log verify` (shards + companion logs) | %d dirs, %d failed | %s |\n", st.verified, len(st.verifyFailures), verdict(len(st.verifyFailures) == 0))
 	fmt.Fprintf(&b, "| broker peak RSS (max VmHWM over all processes) | %.0f MiB (bound %d MiB) | %s |\n", float64(st.peak)/(1<<20), cfg.rssBound>>20, verdict(st.peak <= cfg.rssBound))
 	fmt.Fprintf(&b, "| data dir on disk (allocated blocks; %d MiB segments) | %.0f MiB | |\n", segmentBytes>>20, float64(st.disk)/(1<<20))
