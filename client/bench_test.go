@@ -57,6 +57,35 @@ func BenchmarkPublishBinary(b *testing.B) { benchPublish(b, PublisherOptions{}) 
 // Same with JSON publish_batch and offsets in the acks.
 func BenchmarkPublishJSONOffsets(b *testing.B) { benchPublish(b, PublisherOptions{Offsets: true}) }
 
+// 100-byte records over 16 routing keys taken in turn: one open batch per key, binary
+// 0x4009 frames (docs/client-protocol.md D15). Compare with BenchmarkPublishBinary.
+func BenchmarkPublishKeyedBinary(b *testing.B) {
+	_, c := benchBroker(b)
+	p, err := c.NewPublisher("bench", PublisherOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	payload := make([]byte, 100)
+	var keys [16][]byte
+	for i := range keys {
+		keys[i] = []byte{'k', byte('a' + i)}
+	}
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := p.PublishKeyed(ctx, keys[i%len(keys)], payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	p.Close(ctx)
+}
+
 // One record per request, waiting for each ack (latency-bound).
 func BenchmarkPublishSync(b *testing.B) {
 	_, c := benchBroker(b)
