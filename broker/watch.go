@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/quic-go/quic-go"
@@ -52,7 +53,7 @@ func (s *session) handleWatch(m proto.Message) bool {
 			s.sendError(proto.CodeOverloaded, "too many subscriptions and watches on this connection", &id)
 			return true
 		}
-		req := core.CacheWatchRequest{Cache: cacheName(m.TenantID, m.Namespace, m.Cache), QueueCapacity: s.h.s.cfg.SubscriberQueueCapacity}
+		req := core.CacheWatchRequest{Cache: cacheName(m.TenantID, m.Namespace, m.Cache), From: m.FromOffset, QueueCapacity: s.h.s.cfg.SubscriberQueueCapacity}
 		if m.Prefix != nil {
 			req.Key, req.Prefix = []byte(*m.Prefix), true
 		} else if m.Key != nil {
@@ -64,6 +65,11 @@ func (s *session) handleWatch(m proto.Message) bool {
 		}
 		if err != nil {
 			s.h.subs.Add(-1)
+			var ce *core.CursorError
+			if errors.As(err, &ce) { // from_offset outside the shard's log (docs/client-protocol.md D16)
+				s.sendError(proto.CodeMalformed, fmt.Sprintf("watch cursor %s: requested %d, available %d", ce.Reason, ce.Requested, ce.Available), &id)
+				return true
+			}
 			s.cacheError(err, &id)
 			return true
 		}

@@ -716,8 +716,7 @@ func TestNackZeroRedeliversAtOnce(t *testing.T) {
 // Keys and values over the broker's limits are refused before sending with ErrTooLarge
 // (a definite error, never ErrIndeterminate); values and keys at the limits are stored.
 func TestCacheLimitsOnBroker(t *testing.T) {
-	b := startBroker(t, "")
-	b.createCache("kv")
+	b := startBroker(t, "", "FELIX_AUTO_CREATE=true") // the first put creates the cache
 	c := b.dial()
 	ctx := testCtx(t)
 	big := bytes.Repeat([]byte("v"), MaxCacheValueBytes)
@@ -755,4 +754,59 @@ func TestCacheLimitsOnBroker(t *testing.T) {
 	if v, _, err := c.Get(ctx, "kv", "k"); err != nil || len(v) != MaxCacheValueBytes {
 		t.Fatalf("the refused put changed the value: %d %v", len(v), err)
 	}
+}
+
+// A watch resumes by itself across a broker restart from the last change's offset + 1 (no
+// change repeated or lost), and WatchOptions.From replays the log from an offset.
+func TestWatchResumeOnBroker(t *testing.T) {
+	addr := freeUDPAddr(t)
+	// The first watch creates the cache (durable, one shard: the catalog's defaults).
+	env := append(writeCert(t), "FELIX_QUIC_BIND="+addr, "FELIX_AUTO_CREATE=true")
+	b := startBroker(t, "", env...)
+	c := b.dial(WithReconnectBackoff(10*time.Millisecond, 200*time.Millisecond))
+	ctx := testCtx(t)
+	w, err := c.Watch(ctx, "kv", "k", WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	if err := c.Put(ctx, "kv", "k", []byte("1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	first, err := w.Next(ctx)
+	if err != nil || string(first.Value) != "1" {
+		t.Fatalf("first change: %+v %v", first, err)
+	}
+	b.stop()
+	b2 := startBroker(t, b.dataDir, env...)
+	// Changes made while the watch is away: a second client writes them.
+	c2 := b2.dial()
+	if err := c2.Put(ctx, "kv", "k", []byte("2"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c2.Delete(ctx, "kv", "k"); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := w.Next(ctx)
+	if err != nil || ch.Op != ChangePut || string(ch.Value) != "2" || ch.Offset != first.Offset+1 {
+		t.Fatalf("after the restart: %+v %v (first at %d)", ch, err, first.Offset)
+	}
+	if ch, err = w.Next(ctx); err != nil || ch.Op != ChangeDelete || ch.Offset != first.Offset+2 {
+		t.Fatalf("delete after the restart: %+v %v", ch, err)
+	}
+	// From replays the log.
+	w2, err := c2.Watch(ctx, "kv", "k", WatchOptions{From: FromOffset(first.Offset)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close(ctx)
+	for i, want := range []string{"1", "2"} {
+		ch, err := w2.Next(ctx)
+		if err != nil || string(ch.Value) != want || ch.Offset != first.Offset+uint64(i) {
+			t.Fatalf("replayed change %d: %+v %v", i, ch, err)
+		}
+	}
+	// An offset past the log's end is a definite refusal.
+	_, err = c2.Watch(ctx, "kv", "k", WatchOptions{From: FromOffset(first.Offset + 100)})
+	mustErrIs(t, err, ErrMalformed, ErrRefused)
 }

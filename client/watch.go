@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"felix/proto"
 )
@@ -32,39 +33,134 @@ type Change struct {
 type WatchOptions struct {
 	// Prefix watches every key starting with the key argument instead of that key only.
 	Prefix bool
+	// From resumes the watch at this offset of the key's cache shard: the first change
+	// delivered is the one at From (pass the last Change.Offset seen + 1; FromOffset(n)
+	// builds it). nil = changes from now on. Resuming a prefix watch needs a cache of one
+	// shard (offsets are per shard); otherwise the broker refuses it (ErrMalformed). An
+	// offset the shard's log no longer holds, or past its end, is refused the same way
+	// (docs/client-protocol.md D16). Needs a broker that knows cache_watch.from_offset.
+	From *uint64
 }
 
+// FromOffset returns a WatchOptions.From of n.
+func FromOffset(n uint64) *uint64 { return &n }
+
 // Watch is a live cache watch. Next is for one goroutine; Close may be called from any.
-// A watch does not survive a lost connection (the wire has no resume position for
-// watches): Next then returns an error wrapping ErrIndeterminate and the caller watches
-// again and re-reads the keys it cares about.
+// After a lost connection Next watches again by itself (with the reconnect backoff, until
+// its ctx ends) from the last change's offset + 1 (or WatchOptions.From), so changes are
+// neither repeated nor lost. A watch that lost its connection before its first change and
+// has no From cannot know where to resume: Next then returns an error wrapping
+// ErrIndeterminate, and the caller watches again and re-reads the keys it cares about.
 type Watch struct {
 	c      *Client
+	cache  string
+	key    string
+	prefix bool
+	next   *uint64 // where a resumed watch starts: last change's offset + 1, or From
+
+	mu     sync.Mutex
 	cn     *conn
 	id     uint64
-	es     *eventStream
-	closeO sync.Once
+	es     *eventStream // nil while the watch is lost
+	closed bool
 }
 
 // Watch watches key (or, with WatchOptions.Prefix, every key with that prefix) of cache
 // (spec §8.4; broker feature cache_watch, else ErrUnsupported; permission cache.read). It
-// returns once the broker registered the watch and its event stream arrived.
+// returns once the broker registered the watch and its event stream arrived. A failure that
+// is not a definite refusal (a lost connection) is retried until ctx ends. Errors:
+// ErrInvalidArgument (empty key of a key watch), ErrTooLarge (key over MaxCacheKeyBytes;
+// not sent), ErrNotFound, ErrUnauthorized, ErrMalformed (From refused), ctx.Err().
 func (c *Client) Watch(ctx context.Context, cache, key string, opts WatchOptions) (*Watch, error) {
+	if !opts.Prefix && key == "" {
+		return nil, fmt.Errorf("%w: empty cache key", ErrInvalidArgument)
+	}
+	if len(key) > MaxCacheKeyBytes {
+		return nil, fmt.Errorf("%w: cache key of %d bytes (at most %d)", ErrTooLarge, len(key), MaxCacheKeyBytes)
+	}
 	if err := c.requireFeature(ctx, proto.FeatureCacheWatch); err != nil {
 		return nil, err
 	}
+	w := &Watch{c: c, cache: cache, key: key, prefix: opts.Prefix}
+	if opts.From != nil {
+		w.next = FromOffset(*opts.From)
+	}
+	if err := w.open(ctx); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// open registers the watch (from w.next when set), retrying what is not a definite
+// refusal with the reconnect backoff until ctx ends.
+func (w *Watch) open(ctx context.Context) error {
+	bo := newBackoff(w.c.cfg.backoffMin, w.c.cfg.backoffMax)
+	for {
+		cn, id, es, err := w.register(ctx)
+		if err == nil {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if w.closed {
+				es.st.CancelRead(0)
+				return ErrClosed
+			}
+			w.cn, w.id, w.es = cn, id, es
+			return nil
+		}
+		if watchTerminal(err) || w.c.ctx.Err() != nil {
+			return closedOr(w.c, err)
+		}
+		if ctx.Err() != nil {
+			if errors.Is(err, ctx.Err()) {
+				return err
+			}
+			return fmt.Errorf("%w (last attempt: %w)", ctx.Err(), err)
+		}
+		w.c.cfg.logger.Info("felix: watch failed; retrying", "cache", w.cache, "key", w.key, "err", err)
+		t := time.NewTimer(bo.next())
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (last attempt: %w)", ctx.Err(), err)
+		case <-w.c.ctx.Done():
+			t.Stop()
+			return ErrClosed
+		}
+	}
+}
+
+// watchTerminal reports the errors watching again cannot fix: definite refusals (any
+// *ServerError, a cursor outside the log), an unsupported feature, a closed client or
+// watch, an undecodable answer.
+func watchTerminal(err error) bool {
+	for _, t := range []error{ErrRefused, ErrNotLeader, ErrCursor, ErrUnsupported, ErrProtocol, ErrClosed} {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// register sends cache_watch once per session until one is sent, and waits for
+// cache_watching and the event stream.
+func (w *Watch) register(ctx context.Context) (*conn, uint64, *eventStream, error) {
+	c := w.c
 	for {
 		s, err := c.session(ctx)
 		if err != nil {
-			return nil, closedOr(c, err)
+			return nil, 0, nil, closedOr(c, err)
 		}
 		id := c.nextID()
-		k := key
-		m := &proto.CacheWatch{TenantID: c.cfg.tenant, Namespace: c.cfg.namespace, Cache: cache, RequestID: id}
-		if opts.Prefix {
+		k := w.key
+		m := &proto.CacheWatch{TenantID: c.cfg.tenant, Namespace: c.cfg.namespace, Cache: w.cache, RequestID: id}
+		if w.prefix {
 			m.Prefix = &k
 		} else {
 			m.Key = &k
+		}
+		if w.next != nil {
+			m.FromOffset = FromOffset(*w.next)
 		}
 		r, err := s.call(ctx, id, m)
 		if err == nil {
@@ -74,32 +170,72 @@ func (c *Client) Watch(ctx context.Context, cache, key string, opts WatchOptions
 			if isNotSent(err) {
 				continue
 			}
-			return nil, err
+			return nil, 0, nil, err
 		}
-		w, ok := r.msg.(*proto.CacheWatching)
-		if !ok {
-			return nil, unexpected(r.msg, "cache_watching")
+		ok, isOK := r.msg.(*proto.CacheWatching)
+		if !isOK {
+			return nil, 0, nil, unexpected(r.msg, "cache_watching")
 		}
-		es, err := s.cn.claimEvents(ctx, w.WatchID)
+		es, err := s.cn.claimEvents(ctx, ok.WatchID)
 		if err != nil {
-			return nil, indeterminate(err)
+			return nil, 0, nil, indeterminate(err)
 		}
-		return &Watch{c: c, cn: s.cn, id: w.WatchID, es: es}, nil
+		return s.cn, ok.WatchID, es, nil
 	}
 }
 
-// Next returns the next change. Errors: ErrIndeterminate wrapping the transport error when
-// the watch's stream ended, *NotLeaderError when the cache shard moved, ctx.Err().
+// Next returns the next change. After a lost connection it watches again from the last
+// change's offset + 1 (see Watch). Errors: ErrClosed after Close, *NotLeaderError when the
+// cache shard moved, ErrIndeterminate when the watch was lost with no resume position, a
+// definite refusal of the resumed watch (ErrMalformed for an offset the log no longer
+// holds, ErrNotFound, ErrUnauthorized), ctx.Err().
 func (w *Watch) Next(ctx context.Context) (Change, error) {
-	stop := context.AfterFunc(ctx, func() { w.es.st.CancelRead(0) })
+	for {
+		w.mu.Lock()
+		es, closed := w.es, w.closed
+		w.mu.Unlock()
+		if closed {
+			return Change{}, ErrClosed
+		}
+		if es == nil {
+			if err := w.open(ctx); err != nil {
+				return Change{}, err
+			}
+			continue
+		}
+		ch, err := w.read(ctx, es)
+		if err == nil {
+			return ch, nil
+		}
+		if ctx.Err() != nil {
+			return Change{}, ctx.Err()
+		}
+		w.mu.Lock()
+		closed = w.closed
+		w.es = nil
+		w.mu.Unlock()
+		es.st.CancelRead(0)
+		if closed {
+			return Change{}, ErrClosed
+		}
+		if watchTerminal(err) {
+			return Change{}, err
+		}
+		if w.next == nil {
+			return Change{}, indeterminate(fmt.Errorf("felix: watch lost before its first change and without WatchOptions.From: %w", err))
+		}
+		w.c.cfg.logger.Info("felix: watch stream ended; watching again", "cache", w.cache, "key", w.key, "from", *w.next, "err", err)
+	}
+}
+
+// read returns the next change of one event stream.
+func (w *Watch) read(ctx context.Context, es *eventStream) (Change, error) {
+	stop := context.AfterFunc(ctx, func() { es.st.CancelRead(0) })
 	defer stop()
 	for {
-		hdr, body, err := w.es.fr.next()
+		hdr, body, err := es.fr.next()
 		if err != nil {
-			if ctx.Err() != nil {
-				return Change{}, ctx.Err()
-			}
-			return Change{}, indeterminate(fmt.Errorf("felix: watch stream ended: %w", err))
+			return Change{}, fmt.Errorf("felix: watch stream ended: %w", err)
 		}
 		if hdr.Flags != 0 {
 			return Change{}, fmt.Errorf("%w: binary frame %#x on a watch stream", ErrProtocol, hdr.Flags)
@@ -110,6 +246,7 @@ func (w *Watch) Next(ctx context.Context) (Change, error) {
 		}
 		switch m := m.(type) {
 		case *proto.CacheChange:
+			w.next = FromOffset(m.Offset + 1)
 			return Change{Key: m.Key, Op: ChangeOp(m.Op), Value: m.Value, Offset: m.Offset}, nil
 		case *proto.NotLeader:
 			return Change{}, replyError(reply{msg: m})
@@ -119,22 +256,28 @@ func (w *Watch) Next(ctx context.Context) (Change, error) {
 }
 
 // Close ends the watch: it sends cache_unwatch (best effort, bounded by ctx) and cancels
-// the event stream.
+// the event stream. Next then returns ErrClosed.
 func (w *Watch) Close(ctx context.Context) error {
-	var err error
-	w.closeO.Do(func() {
-		defer w.es.st.CancelRead(0)
-		var s *session
-		s, err = w.cn.session(ctx)
-		if err != nil {
-			return
-		}
-		// The answer is a plain "ok" without request_id (docs/client-protocol.md D9), so it
-		// cannot be correlated on a shared stream: send and do not wait.
-		m := &proto.CacheUnwatch{WatchID: w.id}
-		err = s.send(w.c.nextID(), nil, func(dst []byte) []byte { return proto.AppendMessage(dst, m) })
-	})
-	return err
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	cn, id, es := w.cn, w.id, w.es
+	w.mu.Unlock()
+	if es == nil {
+		return nil
+	}
+	defer es.st.CancelRead(0)
+	s, err := cn.session(ctx)
+	if err != nil {
+		return err
+	}
+	// The answer is a plain "ok" without request_id (docs/client-protocol.md D9), so it
+	// cannot be correlated on a shared stream: send and do not wait.
+	m := &proto.CacheUnwatch{WatchID: id}
+	return s.send(w.c.nextID(), nil, func(dst []byte) []byte { return proto.AppendMessage(dst, m) })
 }
 
 func isNotSent(err error) bool { return errors.Is(err, errNotSent) }

@@ -410,14 +410,18 @@ type DeadLettersRedrive struct {
 }
 
 // CacheWatch watches one key or every key with a prefix: exactly one of Key and Prefix is
-// non-nil (§8.4).
+// non-nil (§8.4). FromOffset (optional, docs/client-protocol.md D16) resumes the watch:
+// the first change delivered is the one at that offset of the key's cache shard (the last
+// offset seen + 1); nil = changes from now on. Resuming a prefix watch needs a cache of one
+// shard. The field is omitted from the JSON when nil, so older messages encode unchanged.
 type CacheWatch struct {
-	TenantID  string  `json:"tenant_id"`
-	Namespace string  `json:"namespace"`
-	Cache     string  `json:"cache"`
-	Key       *string `json:"key"`
-	Prefix    *string `json:"prefix"`
-	RequestID uint64  `json:"request_id"`
+	TenantID   string  `json:"tenant_id"`
+	Namespace  string  `json:"namespace"`
+	Cache      string  `json:"cache"`
+	Key        *string `json:"key"`
+	Prefix     *string `json:"prefix"`
+	FromOffset *uint64 `json:"from_offset"`
+	RequestID  uint64  `json:"request_id"`
 }
 
 // CacheWatching confirms a watch; its events arrive on a uni stream opened with

@@ -481,6 +481,7 @@ func (m *CacheWatch) AppendJSON(dst []byte) []byte {
 	if m.Prefix != nil {
 		w.str("prefix", *m.Prefix)
 	}
+	w.optU64("from_offset", m.FromOffset)
 	w.u64("request_id", m.RequestID)
 	return w.end()
 }
