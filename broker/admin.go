@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,18 +45,59 @@ type TenantKeys interface {
 //
 // Requests carry "Authorization: Bearer <felix token>". Permission is checked before the
 // object is looked up, so a refusal never reveals existence. Errors are JSON
-// {"code","message"}: 400 malformed, 401 unauthorized, 403 forbidden / tenant mismatch,
-// 404 not_found, 409 exists / not_empty, 500 storage_failed.
+// {"code","message"}: 400 malformed (bodies that are not exactly one JSON object, names
+// that are not ValidName — "invalid name" — checked before permission, a body tenant_id /
+// namespace that differs from the path, a PATCH of an immutable or unknown field),
+// 401 unauthorized, 403 forbidden / tenant mismatch, 404 not_found, 405 method_not_allowed,
+// 409 exists / not_empty, 500 storage_failed. A POSTed stream without "durable" is durable
+// unless NoDurableStorage (docs/operations.md, "Admin API").
 type Admin struct {
 	Catalog  *Catalog
 	Verifier auth.Verifier
 	Keys     TenantKeys // nil when auth is off
 	Streams  StreamApplier
 	Logger   *slog.Logger
+	// NoDurableStorage makes a stream created without "durable" in-memory; false (the
+	// single-node broker, which always has FELIX_DURABLE_STORAGE_DIR) makes it durable.
+	NoDurableStorage bool
 }
 
-// Register adds the admin routes to mux.
+// Register adds the admin routes under /v1/ to mux. Unknown paths and wrong methods
+// answer the JSON error shape too (404 not_found, 405 method_not_allowed with Allow).
 func (a *Admin) Register(mux *http.ServeMux) {
+	inner := http.NewServeMux()
+	a.register(inner)
+	mux.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := inner.Handler(r)
+		if pattern != "" {
+			inner.ServeHTTP(w, r) // sets the path values
+			return
+		}
+		// The mux's own 404/405 answer: keep its status and Allow header, send JSON.
+		rec := &statusRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		if allow := rec.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		if rec.status == http.StatusMethodNotAllowed {
+			writeJSON(w, rec.status, apiError{Code: "method_not_allowed", Message: r.Method + " not allowed on " + r.URL.Path})
+			return
+		}
+		writeJSON(w, http.StatusNotFound, apiError{Code: "not_found", Message: "no such admin path " + r.URL.Path})
+	}))
+}
+
+// statusRecorder captures the status and headers of the mux's default handlers.
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (s *statusRecorder) Header() http.Header         { return s.header }
+func (s *statusRecorder) Write(p []byte) (int, error) { return len(p), nil }
+func (s *statusRecorder) WriteHeader(code int)        { s.status = code }
+
+func (a *Admin) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/tenants", a.listTenants)
 	mux.HandleFunc("POST /v1/tenants", a.createTenant)
 	mux.HandleFunc("GET /v1/tenants/{t}", a.getTenant)
@@ -140,13 +182,48 @@ func (a *Admin) allow(w http.ResponseWriter, r *http.Request, action auth.Action
 	return true
 }
 
-// decode reads a JSON body of at most 1 MiB into v. Errors wrap ErrInvalid.
+// decode reads a body of at most 1 MiB that is exactly one JSON object (not null, not an
+// array or scalar, nothing after it but white space) into v. Errors wrap ErrInvalid.
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	data, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
+	if err != nil {
+		return fmt.Errorf("%w: request body: %v", ErrInvalid, err)
+	}
+	if len(data) > 1<<20 {
+		return fmt.Errorf("%w: request body larger than 1 MiB", ErrInvalid)
+	}
+	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
+		return fmt.Errorf("%w: request body must be a JSON object", ErrInvalid)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("%w: request body: %v", ErrInvalid, err)
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: request body: data after the JSON object", ErrInvalid)
+	}
 	return nil
+}
+
+// checkRequestNames answers 400 "invalid name" when a name is not ValidName (before any
+// permission check: a syntax error reveals nothing about existence).
+func (a *Admin) checkRequestNames(w http.ResponseWriter, names ...string) bool {
+	for _, n := range names {
+		if !ValidName(n) {
+			writeJSON(w, http.StatusBadRequest, apiError{Code: "malformed", Message: fmt.Sprintf("invalid name %q (non-empty UTF-8, not . or .., no '/', '*' or control bytes, at most 255 bytes)", n)})
+			return false
+		}
+	}
+	return true
+}
+
+// samePath answers 400 when a body field names another tenant or namespace than the path.
+func samePath(w http.ResponseWriter, field, body, path string) bool {
+	if body != "" && body != path {
+		writeJSON(w, http.StatusBadRequest, apiError{Code: "malformed", Message: fmt.Sprintf("%s %q in the body differs from %q in the path", field, body, path)})
+		return false
+	}
+	return true
 }
 
 func (a *Admin) listTenants(w http.ResponseWriter, r *http.Request) {
@@ -163,6 +240,9 @@ func (a *Admin) createTenant(w http.ResponseWriter, r *http.Request) {
 	var t Tenant
 	if err := decode(r, &t); err != nil {
 		a.fail(w, err)
+		return
+	}
+	if !a.checkRequestNames(w, t.TenantID) {
 		return
 	}
 	if t.DisplayName == "" {
@@ -183,6 +263,9 @@ func (a *Admin) createTenant(w http.ResponseWriter, r *http.Request) {
 
 func (a *Admin) getTenant(w http.ResponseWriter, r *http.Request) {
 	t := r.PathValue("t")
+	if !a.checkRequestNames(w, t) {
+		return
+	}
 	if !a.allow(w, r, auth.ActionTenantManage, t, "", "") {
 		return
 	}
@@ -196,6 +279,9 @@ func (a *Admin) getTenant(w http.ResponseWriter, r *http.Request) {
 
 func (a *Admin) deleteTenant(w http.ResponseWriter, r *http.Request) {
 	t := r.PathValue("t")
+	if !a.checkRequestNames(w, t) {
+		return
+	}
 	if !a.allow(w, r, auth.ActionTenantManage, auth.DefaultTenant, "", "") {
 		return
 	}
@@ -222,6 +308,9 @@ func (a *Admin) jwks(w http.ResponseWriter, r *http.Request) {
 
 func (a *Admin) listNamespaces(w http.ResponseWriter, r *http.Request) {
 	t := r.PathValue("t")
+	if !a.checkRequestNames(w, t) {
+		return
+	}
 	if !a.allow(w, r, auth.ActionTenantManage, t, "", "") {
 		return
 	}
@@ -238,7 +327,13 @@ func (a *Admin) createNamespace(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
+	if !samePath(w, "tenant_id", n.TenantID, r.PathValue("t")) {
+		return
+	}
 	n.TenantID = r.PathValue("t")
+	if !a.checkRequestNames(w, n.TenantID, n.Namespace) {
+		return
+	}
 	if !a.allow(w, r, auth.ActionNamespaceManage, n.TenantID, n.Namespace, "") {
 		return
 	}
@@ -254,6 +349,9 @@ func (a *Admin) createNamespace(w http.ResponseWriter, r *http.Request) {
 
 func (a *Admin) getNamespace(w http.ResponseWriter, r *http.Request) {
 	t, ns := r.PathValue("t"), r.PathValue("ns")
+	if !a.checkRequestNames(w, t, ns) {
+		return
+	}
 	if !a.allow(w, r, auth.ActionNamespaceManage, t, ns, "") {
 		return
 	}
@@ -267,6 +365,9 @@ func (a *Admin) getNamespace(w http.ResponseWriter, r *http.Request) {
 
 func (a *Admin) deleteNamespace(w http.ResponseWriter, r *http.Request) {
 	t, ns := r.PathValue("t"), r.PathValue("ns")
+	if !a.checkRequestNames(w, t, ns) {
+		return
+	}
 	if !a.allow(w, r, auth.ActionNamespaceManage, t, ns, "") {
 		return
 	}
@@ -279,6 +380,9 @@ func (a *Admin) deleteNamespace(w http.ResponseWriter, r *http.Request) {
 
 func (a *Admin) listStreams(w http.ResponseWriter, r *http.Request) {
 	t, ns := r.PathValue("t"), r.PathValue("ns")
+	if !a.checkRequestNames(w, t, ns) {
+		return
+	}
 	if !a.allow(w, r, auth.ActionStreamManage, t, ns, "*") {
 		return
 	}
@@ -290,12 +394,26 @@ func (a *Admin) listStreams(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Admin) createStream(w http.ResponseWriter, r *http.Request) {
-	var s Stream
-	if err := decode(r, &s); err != nil {
+	var body struct {
+		Stream
+		Durable *bool `json:"durable"` // absent = durable unless NoDurableStorage
+	}
+	if err := decode(r, &body); err != nil {
 		a.fail(w, err)
 		return
 	}
+	s := body.Stream
+	s.Durable = !a.NoDurableStorage
+	if body.Durable != nil {
+		s.Durable = *body.Durable
+	}
+	if !samePath(w, "tenant_id", s.TenantID, r.PathValue("t")) || !samePath(w, "namespace", s.Namespace, r.PathValue("ns")) {
+		return
+	}
 	s.TenantID, s.Namespace = r.PathValue("t"), r.PathValue("ns")
+	if !a.checkRequestNames(w, s.TenantID, s.Namespace, s.Stream) {
+		return
+	}
 	if !a.allow(w, r, auth.ActionStreamManage, s.TenantID, s.Namespace, s.Stream) {
 		return
 	}
@@ -316,6 +434,9 @@ func (a *Admin) applyCreate(s Stream) error {
 
 func (a *Admin) getStream(w http.ResponseWriter, r *http.Request) {
 	t, ns, name := r.PathValue("t"), r.PathValue("ns"), r.PathValue("s")
+	if !a.checkRequestNames(w, t, ns, name) {
+		return
+	}
 	if !a.allow(w, r, auth.ActionStreamManage, t, ns, name) {
 		return
 	}
@@ -327,22 +448,52 @@ func (a *Admin) getStream(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, got)
 }
 
-// streamPatch holds the fields PATCH may change (spec/auth.md §1). Durability cannot
-// change under a live log on a single node, so "durable" must equal the current value.
+// streamPatch holds the fields PATCH may change (spec/auth.md §1). Every other field is
+// refused with 400: the fixed ones (shards, durable, routing, kind: a live log cannot
+// change them on a single node; the names: they are the path) and unknown ones (a typo
+// must not answer 200 having changed nothing).
 type streamPatch struct {
 	Retention   *Retention `json:"retention"`
 	Consistency *string    `json:"consistency"`
 	Delivery    *string    `json:"delivery"`
-	Durable     *bool      `json:"durable"`
+}
+
+// immutableStreamFields are the Stream fields fixed at creation.
+var immutableStreamFields = map[string]bool{"shards": true, "durable": true, "routing": true, "kind": true, "tenant_id": true, "namespace": true, "stream": true}
+
+// checkPatchFields refuses fields that PATCH cannot change. Errors wrap ErrInvalid.
+func checkPatchFields(fields map[string]json.RawMessage) error {
+	for f := range fields {
+		switch {
+		case f == "retention" || f == "consistency" || f == "delivery":
+		case immutableStreamFields[f]:
+			return fmt.Errorf("%w: %q is fixed at creation and cannot be changed by PATCH (delete and re-create the stream)", ErrInvalid, f)
+		default:
+			return fmt.Errorf("%w: unknown field %q (PATCH changes retention, consistency, delivery)", ErrInvalid, f)
+		}
+	}
+	return nil
 }
 
 func (a *Admin) patchStream(w http.ResponseWriter, r *http.Request) {
 	t, ns, name := r.PathValue("t"), r.PathValue("ns"), r.PathValue("s")
+	if !a.checkRequestNames(w, t, ns, name) {
+		return
+	}
 	if !a.allow(w, r, auth.ActionStreamManage, t, ns, name) {
 		return
 	}
+	var fields map[string]json.RawMessage
+	if err := decode(r, &fields); err != nil {
+		a.fail(w, err)
+		return
+	}
+	if err := checkPatchFields(fields); err != nil {
+		a.fail(w, err)
+		return
+	}
 	var p streamPatch
-	if err := decode(r, &p); err != nil {
+	if err := remarshal(fields, &p); err != nil {
 		a.fail(w, err)
 		return
 	}
@@ -356,9 +507,6 @@ func (a *Admin) patchStream(w http.ResponseWriter, r *http.Request) {
 		if p.Delivery != nil {
 			s.Delivery = *p.Delivery
 		}
-		if p.Durable != nil && *p.Durable != s.Durable {
-			return fmt.Errorf("%w: durable cannot change on a single node (delete and re-create the stream)", ErrInvalid)
-		}
 		return nil
 	})
 	if err != nil {
@@ -370,6 +518,9 @@ func (a *Admin) patchStream(w http.ResponseWriter, r *http.Request) {
 
 func (a *Admin) deleteStream(w http.ResponseWriter, r *http.Request) {
 	t, ns, name := r.PathValue("t"), r.PathValue("ns"), r.PathValue("s")
+	if !a.checkRequestNames(w, t, ns, name) {
+		return
+	}
 	if !a.allow(w, r, auth.ActionStreamManage, t, ns, name) {
 		return
 	}
@@ -388,6 +539,9 @@ func (a *Admin) deleteStream(w http.ResponseWriter, r *http.Request) {
 
 func (a *Admin) listCaches(w http.ResponseWriter, r *http.Request) {
 	t, ns := r.PathValue("t"), r.PathValue("ns")
+	if !a.checkRequestNames(w, t, ns) {
+		return
+	}
 	if !a.allow(w, r, auth.ActionCacheManage, t, ns, "*") {
 		return
 	}
@@ -404,7 +558,13 @@ func (a *Admin) createCache(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
+	if !samePath(w, "tenant_id", c.TenantID, r.PathValue("t")) || !samePath(w, "namespace", c.Namespace, r.PathValue("ns")) {
+		return
+	}
 	c.TenantID, c.Namespace = r.PathValue("t"), r.PathValue("ns")
+	if !a.checkRequestNames(w, c.TenantID, c.Namespace, c.Cache) {
+		return
+	}
 	if !a.allow(w, r, auth.ActionCacheManage, c.TenantID, c.Namespace, c.Cache) {
 		return
 	}
@@ -422,6 +582,9 @@ func (a *Admin) createCache(w http.ResponseWriter, r *http.Request) {
 
 func (a *Admin) getCache(w http.ResponseWriter, r *http.Request) {
 	t, ns, name := r.PathValue("t"), r.PathValue("ns"), r.PathValue("c")
+	if !a.checkRequestNames(w, t, ns, name) {
+		return
+	}
 	if !a.allow(w, r, auth.ActionCacheManage, t, ns, name) {
 		return
 	}
@@ -435,6 +598,9 @@ func (a *Admin) getCache(w http.ResponseWriter, r *http.Request) {
 
 func (a *Admin) deleteCache(w http.ResponseWriter, r *http.Request) {
 	t, ns, name := r.PathValue("t"), r.PathValue("ns"), r.PathValue("c")
+	if !a.checkRequestNames(w, t, ns, name) {
+		return
+	}
 	if !a.allow(w, r, auth.ActionCacheManage, t, ns, name) {
 		return
 	}
@@ -447,6 +613,18 @@ func (a *Admin) deleteCache(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// remarshal decodes the checked PATCH fields into p. Errors wrap ErrInvalid.
+func remarshal(fields map[string]json.RawMessage, p *streamPatch) error {
+	data, err := json.Marshal(fields)
+	if err == nil {
+		err = json.Unmarshal(data, p)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: request body: %v", ErrInvalid, err)
+	}
+	return nil
 }
 
 func nonNil[T any](v []T) []T {
