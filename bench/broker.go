@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,32 +213,50 @@ func ReadProcUsage(pid int) (ProcUsage, error) {
 	if err != nil {
 		return ProcUsage{}, err
 	}
-	// Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return ProcUsage{}, fmt.Errorf("bench: /proc/%d/stat: no command name", pid)
+	cpu, err := ParseProcStatCPU(stat)
+	if err != nil {
+		return ProcUsage{}, fmt.Errorf("bench: /proc/%d/stat: %w", pid, err)
 	}
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 13 {
-		return ProcUsage{}, fmt.Errorf("bench: /proc/%d/stat: %d fields", pid, len(f))
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return ProcUsage{}, fmt.Errorf("bench: /proc/%d/stat: bad utime/stime", pid)
-	}
-	u := ProcUsage{CPU: time.Duration(ut+st) * 10 * time.Millisecond}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return ProcUsage{}, err
 	}
+	return ProcUsage{CPU: cpu, RSS: ParseVmRSS(status)}, nil
+}
+
+// ErrProcFormat is wrapped when a /proc file does not have the expected layout.
+var ErrProcFormat = errors.New("unexpected /proc format")
+
+// ParseProcStatCPU returns utime+stime of a /proc/<pid>/stat line (fields 14 and 15, in
+// ticks of 10 ms, counted after the parenthesised command name, which may hold spaces).
+// Errors: ErrProcFormat.
+func ParseProcStatCPU(stat []byte) (time.Duration, error) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("%w: no command name", ErrProcFormat)
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("%w: %d fields after the command name", ErrProcFormat, len(f))
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil || ut < 0 || st < 0 || ut > math.MaxInt64/2/int64(10*time.Millisecond) || st > math.MaxInt64/2/int64(10*time.Millisecond) {
+		return 0, fmt.Errorf("%w: bad utime/stime %q %q", ErrProcFormat, f[11], f[12])
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond, nil
+}
+
+// ParseVmRSS returns the VmRSS line of a /proc/<pid>/status file in bytes (0 when absent
+// or malformed).
+func ParseVmRSS(status []byte) int64 {
 	for _, line := range strings.Split(string(status), "\n") {
 		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err == nil {
-				u.RSS = kb << 10
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err == nil && kb >= 0 && kb < 1<<43 {
+				return kb << 10
 			}
 		}
 	}
-	return u, nil
+	return 0
 }
