@@ -23,6 +23,7 @@ type AccountingError struct {
 	Dropped   int64
 }
 
+// Error says which receiver is short and by how many messages.
 func (e *AccountingError) Error() string {
 	return fmt.Sprintf("bench: %s: %s: %d sent, %d delivered, %d dropped: %d unaccounted",
 		e.Shape, e.Receiver, e.Sent, e.Delivered, e.Dropped, e.Sent-e.Delivered-e.Dropped)
