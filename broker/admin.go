@@ -148,7 +148,11 @@ func (a *Admin) fail(w http.ResponseWriter, err error) {
 	}
 	msg := err.Error()
 	if t := auth.WireText(err); t != "" {
-		msg = t // never echo token details
+		msg = t // never echo token details beyond the verifier's fixed reason
+		var te *auth.TokenError
+		if errors.As(err, &te) {
+			msg = te.Error() // "auth required: token expired"
+		}
 	}
 	if status == http.StatusInternalServerError && a.Logger != nil {
 		a.Logger.Error("admin API failure", "err", err)

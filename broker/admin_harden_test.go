@@ -89,3 +89,11 @@ func TestAdminMethodNotAllowedIsJSON(t *testing.T) {
 		t.Fatalf("unknown path: %d %+v", code, e)
 	}
 }
+
+func TestAdminUnauthorizedNamesTheReason(t *testing.T) {
+	f := newAdminFixture(t)
+	code, e, _ := f.do("GET", "/v1/tenants", "garbage", nil)
+	if code != http.StatusUnauthorized || e.Code != "unauthorized" || !strings.HasPrefix(e.Message, "auth required: ") || strings.Contains(e.Message, "garbage") {
+		t.Fatalf("garbage token: %d %+v", code, e)
+	}
+}

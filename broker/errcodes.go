@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"slices"
 
 	"felix/auth"
 	"felix/core"
@@ -16,6 +17,22 @@ import (
 var cacheRefusals = []error{
 	cache.ErrCounterOverflow, cache.ErrNegativeTTL, cache.ErrZeroTTL, cache.ErrTTLTooLarge,
 	cache.ErrEmptyKey, cache.ErrKeyTooLarge, cache.ErrValueTooLarge, cache.ErrCapacity,
+}
+
+// authFailureText is the message of a failed auth's error (code unauthorized): the v1 text
+// ("auth required", "tenant mismatch"), followed for clients that list the error_codes
+// feature by the verifier's fixed reason, e.g. "auth required: token expired" (a phrase
+// naming the failed check, never a resource; docs/operations.md, "Client protocol").
+func authFailureText(err error, features []string) string {
+	text := auth.WireText(err)
+	if text == "" {
+		text = "unauthorized"
+	}
+	var te *auth.TokenError
+	if errors.As(err, &te) && slices.Contains(features, proto.FeatureErrorCodes) {
+		return te.Error()
+	}
+	return text
 }
 
 // errorCode maps an engine, cache, catalog or auth error to its wire code and v1-compatible

@@ -23,11 +23,7 @@ func (s *session) handleAuth(a *proto.Auth) {
 			s.closeStream = true
 			return
 		}
-		text := auth.WireText(err)
-		if text == "" {
-			text = "unauthorized"
-		}
-		s.sendError(proto.CodeUnauthorized, text, nil)
+		s.sendError(proto.CodeUnauthorized, authFailureText(err, a.Features), nil)
 		return
 	}
 	s.principal = p

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"felix/auth"
 	"felix/netq"
 	"felix/proto"
 )
@@ -100,4 +103,33 @@ func TestUnauthenticatedConnectionsAreClosed(t *testing.T) {
 	}
 	fs.send(&proto.CounterGet{TenantID: "default", Namespace: "default", Cache: "nope", Key: "k", RequestID: reqID(1)})
 	expectError(t, fs.msg(), proto.CodeNotFound, "")
+}
+
+// A failed auth keeps the v1 text and code unauthorized; a client that lists error_codes
+// also gets the verifier's fixed reason ("auth required: <reason>").
+func TestAuthFailureCarriesReason(t *testing.T) {
+	b := startBroker(t, "")
+	other := t.TempDir()
+	if _, err := auth.Bootstrap(auth.BootstrapOptions{DataDir: other, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := auth.IssueToken(other, "default", "x", []string{"stream.publish:stream:default/default/*"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.dial()
+	for _, token := range []string{"garbage", foreign} {
+		legacy := openStream(t, c)
+		m := legacy.auth("default", token, flagsPtr(v1Flags))
+		expectError(t, m, proto.CodeUnauthorized, "auth required")
+		if msg := m.(*proto.Error).Message; msg != "auth required" {
+			t.Errorf("client without error_codes got %q, want the exact v1 text", msg)
+		}
+		coded := openStream(t, c)
+		m = coded.auth("default", token, flagsPtr(v1Flags), proto.FeatureErrorCodes)
+		expectError(t, m, proto.CodeUnauthorized, "auth required: ")
+		if msg := m.(*proto.Error).Message; len(msg) <= len("auth required: ") || strings.Contains(msg, token) {
+			t.Errorf("reason %q: empty or echoes the token", msg)
+		}
+	}
 }
