@@ -294,7 +294,7 @@ func (s *session) handleJSON(body []byte) {
 	m, err := proto.DecodeMessage(body)
 	if err != nil {
 		s.h.s.m.protocolErrors.Inc()
-		s.sendError(proto.CodeMalformed, err.Error(), nil)
+		s.answerUndecodable(body, err)
 		if s.uni {
 			s.closeStream = true
 		}

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 
@@ -17,6 +18,27 @@ import (
 var cacheRefusals = []error{
 	cache.ErrCounterOverflow, cache.ErrNegativeTTL, cache.ErrZeroTTL, cache.ErrTTLTooLarge,
 	cache.ErrEmptyKey, cache.ErrKeyTooLarge, cache.ErrValueTooLarge, cache.ErrCapacity,
+}
+
+// answerUndecodable answers a JSON frame that proto.DecodeMessage refused (an out-of-range
+// number, a missing field, a bad enum) with code malformed, correlated when the request_id
+// can still be read from the JSON: publish_error {request_id} for a publish or
+// publish_batch, error {request_id} for anything else, plain error otherwise (docs/operations.md,
+// "Client protocol as served"). Error path only: the lenient re-parse allocates.
+func (s *session) answerUndecodable(body []byte, err error) {
+	var head struct {
+		Type      string  `json:"type"`
+		RequestID *uint64 `json:"request_id"`
+	}
+	if json.Unmarshal(body, &head) != nil || head.RequestID == nil {
+		s.sendError(proto.CodeMalformed, err.Error(), nil)
+		return
+	}
+	if head.Type == "publish" || head.Type == "publish_batch" {
+		s.answerPublishError(answerJSON, *head.RequestID, proto.CodeMalformed, err.Error())
+		return
+	}
+	s.sendError(proto.CodeMalformed, err.Error(), head.RequestID)
 }
 
 // authFailureText is the message of a failed auth's error (code unauthorized): the v1 text

@@ -133,3 +133,36 @@ func TestAuthFailureCarriesReason(t *testing.T) {
 		}
 	}
 }
+
+// A JSON frame that does not decode but whose request_id is readable is answered with that
+// request_id (code malformed), so a pipelined call fails at once instead of timing out; an
+// overflowing counter_add is refused as malformed, not as a retryable code.
+func TestUndecodableRequestsAreCorrelated(t *testing.T) {
+	b := startBroker(t, "", "FELIX_AUTO_CREATE=true")
+	s := openStream(t, b.dial())
+	s.auth("default", b.token, flagsPtr(v1Flags), proto.FeatureErrorCodes, proto.FeatureCounters)
+	rawJSON := func(body string) { s.raw(append(proto.AppendHeader(nil, 0, uint32(len(body))), body...)) }
+
+	rawJSON(`{"type":"counter_add","tenant_id":"default","namespace":"default","cache":"c","key":"k","delta":9223372036854775808,"request_id":7}`)
+	m := s.msg()
+	expectError(t, m, proto.CodeMalformed, "")
+	if e := m.(*proto.Error); e.RequestID == nil || *e.RequestID != 7 {
+		t.Fatalf("counter_add with delta 2^63: error not correlated: %+v", e)
+	}
+	rawJSON(`{"type":"publish","tenant_id":"default","namespace":"default","stream":"s","payload":"!!not base64","request_id":8}`)
+	if pe, ok := s.msg().(*proto.PublishError); !ok || pe.RequestID != 8 || pe.Code != proto.CodeMalformed {
+		t.Fatalf("undecodable publish: %+v", pe)
+	}
+
+	// Counter overflow: a definite refusal (malformed), never shard_unavailable.
+	s.send(&proto.CounterAdd{TenantID: "default", Namespace: "default", Cache: "c", Key: "k", Delta: 1<<63 - 1, RequestID: reqID(9)})
+	if cv, ok := s.msg().(*proto.CounterValue); !ok || cv.Value != 1<<63-1 {
+		t.Fatalf("counter_add max: %+v", cv)
+	}
+	s.send(&proto.CounterAdd{TenantID: "default", Namespace: "default", Cache: "c", Key: "k", Delta: 1, RequestID: reqID(10)})
+	m = s.msg()
+	expectError(t, m, proto.CodeMalformed, "overflow")
+	if e := m.(*proto.Error); e.RequestID == nil || *e.RequestID != 10 {
+		t.Fatalf("overflow not correlated: %+v", e)
+	}
+}
