@@ -14,24 +14,38 @@ import (
 
 // cacheWatch is `felix cache watch CACHE KEY [--prefix] [--count N]`: print every
 // committed change of KEY (or of every key starting with KEY) as it happens
-// (spec/client-protocol.md §8.4). A watch does not survive a lost connection: the command
-// then fails with exit 5, and the caller re-reads the keys it cares about.
+// (spec/client-protocol.md §8.4). --from N resumes at offset N of the key's cache shard
+// (cache_watch.from_offset, docs/client-protocol.md D16). After a lost connection the SDK
+// watches again from the last change's offset + 1; a watch lost before its first change
+// without --from fails with exit 5, and the caller re-reads the keys it cares about.
 func (a *app) cacheWatch() *cobra.Command {
 	var (
 		prefix bool
 		count  int64
 		idle   time.Duration
+		from   string
 	)
 	cmd := &cobra.Command{
-		Use:   "watch CACHE KEY [--prefix] [--count N]",
+		Use:   "watch CACHE KEY [--prefix] [--count N] [--from OFFSET]",
 		Short: "Print changes of a key (or of every key with a prefix) as they are committed",
 		Long: `Print one line per committed change: "put KEY VALUE", "delete KEY" or "expire KEY"
 (--json: {"key","op","value","offset"}). --count N exits after N changes; otherwise watch
-runs until interrupted (exit 0). A lost connection ends the watch with exit 5.`,
+runs until interrupted (exit 0). --from OFFSET starts at that offset of the key's cache
+shard (replaying the log; a prefix watch needs a cache of one shard). A lost connection is
+resumed from the last change's offset + 1; one lost before the first change without
+--from ends the watch with exit 5.`,
 		Args: nameArgs(2, 2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if count < 0 {
 				return usagef("--count must not be negative")
+			}
+			opts := client.WatchOptions{Prefix: prefix}
+			if from != "" {
+				n, err := strconv.ParseUint(from, 10, 64)
+				if err != nil {
+					return usagef("--from %q: want an offset (a non-negative integer)", from)
+				}
+				opts.From = client.FromOffset(n)
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
@@ -41,7 +55,7 @@ runs until interrupted (exit 0). A lost connection ends the watch with exit 5.`,
 			}
 			defer c.Close()
 			wctx, cancel := context.WithTimeout(ctx, a.timeout)
-			w, err := c.Watch(wctx, args[0], args[1], client.WatchOptions{Prefix: prefix})
+			w, err := c.Watch(wctx, args[0], args[1], opts)
 			cancel()
 			if err != nil {
 				return fmt.Errorf("watch %s %s: %w", args[0], args[1], classify(err))
@@ -87,6 +101,7 @@ runs until interrupted (exit 0). A lost connection ends the watch with exit 5.`,
 	}
 	cmd.Flags().BoolVar(&prefix, "prefix", false, "watch every key starting with KEY")
 	cmd.Flags().Int64Var(&count, "count", 0, "exit after this many changes (0 = run until interrupted)")
+	cmd.Flags().StringVar(&from, "from", "", "start at this offset of the key's cache shard (resume = last offset + 1)")
 	cmd.Flags().DurationVar(&idle, "idle-exit", 0, "exit (0) after this long without a change (0 = never)")
 	return cmd
 }
