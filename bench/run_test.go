@@ -48,7 +48,8 @@ func testRunner(t *testing.T) *Runner {
 
 // small is the go test size: short phases, a fraction of the preloads, and the send-window
 // check reduced to a warning.
-var small = Settings{Warmup: 100 * time.Millisecond, Duration: 400 * time.Millisecond, Scale: 200, Drain: 20 * time.Second}
+var small = Settings{Warmup: 100 * time.Millisecond, Duration: 400 * time.Millisecond, Scale: 200, Drain: 20 * time.Second,
+	MinBytes: 1 << 40} // no small run moves 1 TiB: each must carry the send-window warning
 
 func TestEveryShapeSmall(t *testing.T) {
 	r := testRunner(t)
