@@ -973,3 +973,73 @@ func TestSubscribeRetriesLostConnection(t *testing.T) {
 		t.Fatalf("%d subscribes, want 4", n)
 	}
 }
+
+// A watch lost before its first change and without WatchOptions.From cannot know where to
+// resume: Next reports ErrIndeterminate. One that saw a change re-sends cache_watch with
+// from_offset = last offset + 1 when its event stream ends; Close ends Next with ErrClosed.
+func TestWatchResumeRules(t *testing.T) {
+	var mu sync.Mutex
+	watches := 0
+	fb := startFake(t, func(x *exchange, m proto.Message) {
+		w, ok := m.(*proto.CacheWatch)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		watches++
+		n := watches
+		mu.Unlock()
+		es, err := x.conn.OpenUniStream()
+		if err != nil {
+			return
+		}
+		id := uint64(100 + n)
+		frames := proto.AppendMessage(nil, &proto.EventStreamHello{SubscriptionID: id})
+		x.reply(&proto.CacheWatching{RequestID: w.RequestID, WatchID: id})
+		switch n {
+		case 1: // the "nofrom" watch: lost before any change
+			_, _ = es.Write(frames)
+			_ = es.Close()
+		case 2: // the "k" watch: one change, then its event stream ends
+			frames = proto.AppendMessage(frames, &proto.CacheChange{WatchID: id, Key: "k", Op: proto.CacheChangePut, Value: []byte("1"), Offset: 41})
+			_, _ = es.Write(frames)
+			_ = es.Close()
+		case 3: // the resumed "k" watch
+			if w.FromOffset == nil || *w.FromOffset != 42 {
+				x.fb.t.Errorf("resumed watch from_offset %v, want 42", w.FromOffset)
+			}
+			frames = proto.AppendMessage(frames, &proto.CacheChange{WatchID: id, Key: "k", Op: proto.CacheChangeDelete, Offset: 42})
+			_, _ = es.Write(frames)
+		}
+	})
+	c := fb.dial()
+	ctx := testCtx(t)
+	w1, err := c.Watch(ctx, "c", "nofrom", WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w1.Next(ctx); !errors.Is(err, ErrIndeterminate) {
+		t.Fatalf("watch lost before its first change: %v, want ErrIndeterminate", err)
+	}
+	w2, err := c.Watch(ctx, "c", "k", WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch, err := w2.Next(ctx); err != nil || ch.Offset != 41 {
+		t.Fatalf("first change: %+v %v", ch, err)
+	}
+	if ch, err := w2.Next(ctx); err != nil || ch.Offset != 42 || ch.Op != ChangeDelete {
+		t.Fatalf("change after the resume: %+v %v", ch, err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := w2.Next(ctx); done <- err }()
+	if err := w2.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close: %v, want ErrClosed", err)
+	}
+	if _, err := c.Watch(ctx, "c", "", WatchOptions{}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("empty key: %v", err)
+	}
+}

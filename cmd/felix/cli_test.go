@@ -125,6 +125,7 @@ func TestExitCodes(t *testing.T) {
 		{classify(&client.ServerError{Code: "storage_failed", Message: "x"}), ExitFailure},
 		{classify(fmt.Errorf("%w: lost", client.ErrIndeterminate)), ExitIndeterminate},
 		{classify(&client.CursorError{Reason: client.CursorTooOld}), ExitNotFound},
+		{classify(fmt.Errorf("%w: value of 1048577 bytes", client.ErrTooLarge)), ExitUsage},
 		{classify(&client.AdminError{Status: 400, Message: "bad name"}), ExitUsage},
 		{classify(&client.AdminError{Status: 403}), ExitUnauthorized},
 		{classify(&client.AdminError{Status: 409}), ExitFailure},
