@@ -66,10 +66,11 @@ type ReadyInfo struct {
 	PID            int    `json:"pid"`
 }
 
-// New opens everything the broker needs, in order: data dir and run-state (seglog.BeginRun),
-// auth bootstrap, catalog (tenant/namespace "default" on a fresh node), engine with every
-// catalog stream, TLS, the QUIC listener and the HTTP listener. Nothing is served until
-// Run. Errors name the failing step; partial state is closed.
+// New opens everything the broker needs, in order: data dir and its lock, TLS, the QUIC
+// and HTTP listeners (bound before anything is written, so a port in use does not leave the
+// run-state "running"), run-state (seglog.BeginRun), auth bootstrap, catalog
+// (tenant/namespace "default" on a fresh node), engine with every catalog stream. Nothing is
+// served until Run. Errors name the failing step; partial state is closed.
 func New(cfg *Config, logger *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, log: logger, metrics: metrics.NewSet()}
 	s.m = newServerMetrics(s.metrics)
@@ -91,6 +92,11 @@ func (s *Server) open() error {
 		return err
 	}
 	s.dirLock = lock
+	// Bind first: a port in use or a bad certificate fails the start before the run-state is
+	// marked running, so the next start is not reported unclean.
+	if err := s.bindListeners(); err != nil {
+		return err
+	}
 	last, err := seglog.ReadRunState(seglog.OSFS{}, cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("broker: run-state: %w", err)
@@ -118,9 +124,7 @@ func (s *Server) open() error {
 	if err := s.openEngine(); err != nil {
 		return err
 	}
-	if err := s.openListeners(); err != nil {
-		return err
-	}
+	s.serveHTTP()
 	s.global = netq.NewByteBudget(cfg.PublishInflightBytes)
 	s.metrics.NewGauge("felix_broker_connections_active", func() float64 { return float64(s.listener.Active()) })
 	s.metrics.NewGauge("felix_broker_connections_refused_total", func() float64 { return float64(s.listener.Refused()) })
@@ -231,7 +235,8 @@ func (s *Server) ApplyDelete(st Stream) error {
 	return err
 }
 
-func (s *Server) openListeners() error {
+// bindListeners loads TLS and binds the QUIC and HTTP listeners (nothing is served until Run).
+func (s *Server) bindListeners() error {
 	cert, generated, err := netq.LoadCertificate(s.cfg.TLSCertFile, s.cfg.TLSKeyFile, time.Now())
 	if err != nil {
 		return err
@@ -268,6 +273,11 @@ func (s *Server) openListeners() error {
 	if err != nil {
 		return fmt.Errorf("broker: FELIX_BROKER_METRICS_BIND=%s: %w", s.cfg.MetricsBind, err)
 	}
+	return nil
+}
+
+// serveHTTP builds the ops and admin handlers (after the catalog and auth are open).
+func (s *Server) serveHTTP() {
 	mux := http.NewServeMux()
 	s.registerOps(mux)
 	admin := &Admin{Catalog: s.catalog, Verifier: s.authRes.Verifier, Streams: s, Logger: s.log}
@@ -276,7 +286,6 @@ func (s *Server) openListeners() error {
 	}
 	admin.Register(mux)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	return nil
 }
 
 // now is the broker's clock for token expiry checks.
@@ -305,7 +314,9 @@ func (s *Server) Run(ctx context.Context) error {
 		Fingerprint: netq.Fingerprint(s.cert.Certificate[0]), AdminTokenFile: s.authRes.AdminTokenPath,
 		DataDir: s.cfg.DataDir, PID: os.Getpid()}
 	if err := s.writeReadyFile(info); err != nil {
-		s.log.Error("ready file", "path", s.cfg.ReadyFile, "err", err)
+		// Tools wait for this file: running without it would look like a hung start.
+		s.log.Error("ready file cannot be written: stopping", "path", s.cfg.ReadyFile, "err", err)
+		return errors.Join(fmt.Errorf("broker: FELIX_READY_FILE=%s: %w", s.cfg.ReadyFile, err), s.drain(acceptDone))
 	}
 	s.log.Info("broker ready", "quic", info.QUICAddr, "http", info.HTTPAddr, "data_dir", s.cfg.DataDir,
 		"fsync", string(s.cfg.FsyncMode), "auth", s.cfg.Auth, "cores", s.engine.Cores())
@@ -391,8 +402,8 @@ func (s *Server) writeReadyFile(info ReadyInfo) error {
 	if err != nil {
 		return err
 	}
-	if dir := filepath.Dir(s.cfg.ReadyFile); dir != "" {
-		_ = os.MkdirAll(dir, 0o755)
+	if err := os.MkdirAll(filepath.Dir(s.cfg.ReadyFile), 0o755); err != nil {
+		return err
 	}
 	return WriteFileAtomic(s.cfg.ReadyFile, data)
 }

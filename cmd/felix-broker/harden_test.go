@@ -17,6 +17,7 @@ import (
 	"felix/auth"
 	"felix/netq"
 	"felix/proto"
+	"felix/seglog"
 )
 
 func reqID(v uint64) *uint64 { return &v }
@@ -164,5 +165,45 @@ func TestUndecodableRequestsAreCorrelated(t *testing.T) {
 	expectError(t, m, proto.CodeMalformed, "overflow")
 	if e := m.(*proto.Error); e.RequestID == nil || *e.RequestID != 10 {
 		t.Fatalf("overflow not correlated: %+v", e)
+	}
+}
+
+// A start that fails on a port in use exits 1 without marking the data dir's run-state
+// running (the next start must not report an unclean stop).
+func TestPortInUseLeavesNoRunState(t *testing.T) {
+	a := startBroker(t, "")
+	data := filepath.Join(t.TempDir(), "data")
+	cmd := exec.Command(brokerBin)
+	cmd.Env = append(os.Environ(), "FELIX_QUIC_BIND="+a.info.QUICAddr, "FELIX_BROKER_METRICS_BIND=127.0.0.1:0",
+		"FELIX_DURABLE_STORAGE_DIR="+data)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "FELIX_QUIC_BIND") {
+		t.Fatalf("second broker on a used port: %v\n%s", err, out)
+	}
+	st, err := seglog.ReadRunState(seglog.OSFS{}, data)
+	if err != nil || st.Found {
+		t.Fatalf("run-state after a failed start: %+v %v", st, err)
+	}
+	if _, err := os.Stat(filepath.Join(data, "admin.token")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("admin token written by a failed start: %v", err)
+	}
+}
+
+// A ready file that cannot be written stops the broker (exit 1, clean drain) instead of
+// leaving tools waiting for a file that never comes.
+func TestUnwritableReadyFileStopsTheBroker(t *testing.T) {
+	ready := t.TempDir() // a directory: the rename over it fails
+	data := filepath.Join(t.TempDir(), "data")
+	cmd := exec.Command(brokerBin)
+	cmd.Env = append(os.Environ(), "FELIX_QUIC_BIND=127.0.0.1:0", "FELIX_BROKER_METRICS_BIND=127.0.0.1:0",
+		"FELIX_DURABLE_STORAGE_DIR="+data, "FELIX_READY_FILE="+ready)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "FELIX_READY_FILE") {
+		t.Fatalf("unwritable ready file: %v\n%s", err, out)
+	}
+	if st, err := seglog.ReadRunState(seglog.OSFS{}, data); err != nil || !st.CleanStop {
+		t.Fatalf("run-state after the stop: %+v %v", st, err)
 	}
 }
