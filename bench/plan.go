@@ -102,39 +102,15 @@ func RunPlan(ctx context.Context, r *Runner, o PlanOptions) (Plan, error) {
 		if err != nil {
 			return p, fmt.Errorf("closed-loop probe: %w", err)
 		}
-		max = res.RecordsPerSec
-		if o.Shape.Kind == KindPubSub {
-			max /= float64(max1(o.Shape.Fanout)) // offered = published, delivered = × fanout
-		}
+		max = res.RecordsPerSec / float64(fanoutOf(o.Shape)) // offered = published, delivered = × fanout
 	}
 	p.ClosedMax = max
-	measure := func(rate float64) PlanPoint {
-		s := o.Step
-		s.Rate = rate
-		pt := PlanPoint{Offered: rate}
-		res, err := r.Run(ctx, o.Shape, s)
-		if err != nil {
-			pt.Err = err.Error()
-		} else {
-			pt.Achieved, pt.BytesPS = res.RecordsPerSec, res.BytesPerSec
-			if o.Shape.Kind == KindPubSub {
-				pt.Achieved /= float64(max1(o.Shape.Fanout))
-				pt.BytesPS /= float64(max1(o.Shape.Fanout))
-			}
-			pt.P50, pt.P99, pt.P999 = res.Latency.P50, res.Latency.P99, res.Latency.P999
-			pt.CPUCores, pt.RSS = res.BrokerCPUCores, res.BrokerRSS
-		}
-		pt.WithinSLO = accept(pt, o.SLOP99)
-		if o.OnPoint != nil {
-			o.OnPoint(pt)
-		}
-		return pt
-	}
+	sw := sweeper{r: r, o: o}
 	for _, rate := range SweepRates(max, o.Steps) {
 		if ctx.Err() != nil {
 			return p, ctx.Err()
 		}
-		p.Points = append(p.Points, measure(rate))
+		p.Points = append(p.Points, sw.measure(ctx, rate))
 	}
 	// Nothing met the SLO: look below the lowest step (÷ 4, ÷ 16) before giving up.
 	for _, div := range []float64{4, 16} {
@@ -142,12 +118,57 @@ func RunPlan(ctx context.Context, r *Runner, o PlanOptions) (Plan, error) {
 			break
 		}
 		if rate := math.Round(max / float64(o.Steps) / div); rate >= 1 {
-			p.Points = append(p.Points, measure(rate))
+			p.Points = append(p.Points, sw.measure(ctx, rate))
 		}
 	}
-	// Refine between the knee and the next rate up, twice.
+	sw.refine(ctx, &p, max)
+	sort.Slice(p.Points, func(i, j int) bool { return p.Points[i].Offered < p.Points[j].Offered })
+	p.Knee = FindKnee(p.Points, o.SLOP99)
+	if p.Knee < 0 {
+		return p, fmt.Errorf("%w: p99 ≤ %v for %s", ErrNoKnee, o.SLOP99, o.Shape.Name)
+	}
+	return p, nil
+}
+
+// sweeper measures plan points.
+type sweeper struct {
+	r *Runner
+	o PlanOptions
+}
+
+// fanoutOf is the deliveries per published record of a shape (1 except pub/sub fanout).
+func fanoutOf(s Shape) int {
+	if s.Kind == KindPubSub {
+		return max1(s.Fanout)
+	}
+	return 1
+}
+
+// measure runs the shape open loop at rate; a failed run is a point with Err.
+func (sw sweeper) measure(ctx context.Context, rate float64) PlanPoint {
+	s := sw.o.Step
+	s.Rate = rate
+	pt := PlanPoint{Offered: rate}
+	res, err := sw.r.Run(ctx, sw.o.Shape, s)
+	if err != nil {
+		pt.Err = err.Error()
+	} else {
+		f := float64(fanoutOf(sw.o.Shape))
+		pt.Achieved, pt.BytesPS = res.RecordsPerSec/f, res.BytesPerSec/f
+		pt.P50, pt.P99, pt.P999 = res.Latency.P50, res.Latency.P99, res.Latency.P999
+		pt.CPUCores, pt.RSS = res.BrokerCPUCores, res.BrokerRSS
+	}
+	pt.WithinSLO = accept(pt, sw.o.SLOP99)
+	if sw.o.OnPoint != nil {
+		sw.o.OnPoint(pt)
+	}
+	return pt
+}
+
+// refine bisects twice between the knee and the next rate up.
+func (sw sweeper) refine(ctx context.Context, p *Plan, max float64) {
 	for i := 0; i < 2; i++ {
-		k := FindKnee(p.Points, o.SLOP99)
+		k := FindKnee(p.Points, sw.o.SLOP99)
 		lo, hi := 0.0, max
 		if k >= 0 {
 			lo = p.Points[k].Offered
@@ -157,17 +178,11 @@ func RunPlan(ctx context.Context, r *Runner, o PlanOptions) (Plan, error) {
 				hi = pt.Offered
 			}
 		}
-		if hi-lo < max/float64(4*o.Steps) || ctx.Err() != nil {
-			break
+		if hi-lo < max/float64(4*sw.o.Steps) || ctx.Err() != nil {
+			return
 		}
-		p.Points = append(p.Points, measure(math.Round((lo+hi)/2)))
+		p.Points = append(p.Points, sw.measure(ctx, math.Round((lo+hi)/2)))
 	}
-	sort.Slice(p.Points, func(i, j int) bool { return p.Points[i].Offered < p.Points[j].Offered })
-	p.Knee = FindKnee(p.Points, o.SLOP99)
-	if p.Knee < 0 {
-		return p, fmt.Errorf("%w: p99 ≤ %v for %s", ErrNoKnee, o.SLOP99, o.Shape.Name)
-	}
-	return p, nil
 }
 
 func max1(n int) int {
