@@ -267,204 +267,232 @@ func runCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// planFlags are the plan command's flags.
+type planFlags struct {
+	shape, chart string
+	slo          time.Duration
+	steps        int
+	maxRate      float64
+	stepDur      time.Duration
+}
+
 func planCmd(g *globals) *cobra.Command {
-	var shape, chart string
-	var slo time.Duration
-	var steps int
-	var maxRate float64
-	var stepDur time.Duration
+	pf := &planFlags{}
 	cmd := &cobra.Command{
 		Use:   "plan",
 		Short: "sweep the offered rate of a shape and find the knee: the highest rate whose p99 stays under the SLO",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			s, err := g.shape(shape)
-			if err != nil {
-				return err
-			}
-			if slo <= 0 {
-				return fmt.Errorf("--slo-p99 must be positive")
-			}
-			e, err := g.setup(ctx)
-			if err != nil {
-				return err
-			}
-			defer e.close()
-			st := g.settings(0)
-			if cmd.Flags().Changed("step-duration") || !cmd.Flags().Changed("duration") {
-				st.Duration = stepDur
-			}
-			b := newBar("plan " + shape)
-			n := 0
-			opts := bench.PlanOptions{Shape: s, SLOP99: slo, Steps: steps, Step: st, MaxRate: maxRate,
-				OnPoint: func(p bench.PlanPoint) {
-					n++
-					b.describe(fmt.Sprintf("plan %s: point %d at %s/s", shape, n, bench.FormatRate(p.Offered)))
-					b.set(float64(n) / float64(steps+3))
-				}}
-			pl, err := bench.RunPlan(ctx, e.runner, opts)
-			b.finish()
-			if pl.Points == nil && err != nil {
-				return err
-			}
-			_ = bench.WriteJSONLine(e.jsonW, "plan", pl)
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "Capacity plan for %s, SLO p99 ≤ %v (closed-loop maximum %s records/s; %s)\n\n",
-				shape, slo, bench.FormatRate(pl.ClosedMax), e.machine.CPUModel)
-			fmt.Fprintln(out, "| offered/s | achieved/s | MB/s | p50 | p99 | p99.9 | broker CPU (cores) | RSS | within SLO |")
-			fmt.Fprintln(out, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-			for i, p := range pl.Points {
-				mark := "no"
-				if p.WithinSLO {
-					mark = "yes"
-				}
-				if i == pl.Knee {
-					mark = "**knee**"
-				}
-				if p.Err != "" {
-					mark = "failed: " + p.Err
-				}
-				fmt.Fprintf(out, "| %s | %s | %.1f | %s | %s | %s | %.2f | %.0f MiB | %s |\n", bench.FormatRate(p.Offered), bench.FormatRate(p.Achieved),
-					p.BytesPS/1e6, bench.FormatLatency(p.P50), bench.FormatLatency(p.P99), bench.FormatLatency(p.P999), p.CPUCores,
-					float64(p.RSS)/(1<<20), mark)
-			}
-			fmt.Fprintln(out)
-			if pl.Knee >= 0 {
-				k := pl.Points[pl.Knee]
-				fmt.Fprintf(out, "Knee: %s records/s (%s), p99 %s, broker %.2f cores (%.0f %% per core of %d), RSS %.0f MiB\n",
-					bench.FormatRate(k.Offered), bench.FormatBytes(k.BytesPS), bench.FormatLatency(k.P99), k.CPUCores,
-					100*k.CPUCores/float64(e.machine.Cores), e.machine.Cores, float64(k.RSS)/(1<<20))
-				fmt.Fprintf(out, "Sizing: %s\n", pl.SizingLine(e.machine))
-			} else {
-				fmt.Fprintf(out, "Knee: none: no rate tried kept p99 ≤ %v with its books balanced and ≥ 95 %% of the offered rate delivered.\n", slo)
-				best := -1
-				for i, p := range pl.Points {
-					if p.Err == "" && p.P99 > 0 && (best < 0 || p.P99 < pl.Points[best].P99) {
-						best = i
-					}
-				}
-				if best >= 0 {
-					b := pl.Points[best]
-					fmt.Fprintf(out, "Sizing: none at this SLO on this machine now; the lowest p99 seen was %s at %s records/s "+
-						"(load average and other processes count: %d cores shared). Retry on a quiet machine or with --slo-p99 above %s.\n",
-						bench.FormatLatency(b.P99), bench.FormatRate(b.Offered), e.machine.Cores, bench.FormatLatency(b.P99))
-				}
-			}
-			if chart == "" {
-				chart = "plan-" + shape + ".svg"
-			}
-			if cerr := bench.PlanChart(pl, chart); cerr != nil {
-				return errors.Join(err, cerr)
-			}
-			fmt.Fprintf(out, "Chart: %s\n", chart)
-			return err
-		},
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runPlan(cmd, g, pf) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&shape, "shape", "pubsub-1k", "shape to plan (felix-bench shapes)")
-	f.DurationVar(&slo, "slo-p99", 2*time.Millisecond, "p99 latency SLO")
-	f.IntVar(&steps, "steps", 8, "evenly spaced rates up to the closed-loop maximum (two bisection steps follow)")
-	f.Float64Var(&maxRate, "max-rate", 0, "sweep up to this rate instead of probing the closed-loop maximum")
-	f.DurationVar(&stepDur, "step-duration", 3*time.Second, "measured phase of each point")
-	f.StringVar(&chart, "chart", "", "latency-throughput chart (.svg or .png; default plan-<shape>.svg)")
+	f.StringVar(&pf.shape, "shape", "pubsub-1k", "shape to plan (felix-bench shapes)")
+	f.DurationVar(&pf.slo, "slo-p99", 2*time.Millisecond, "p99 latency SLO")
+	f.IntVar(&pf.steps, "steps", 8, "evenly spaced rates up to the closed-loop maximum (two bisection steps follow)")
+	f.Float64Var(&pf.maxRate, "max-rate", 0, "sweep up to this rate instead of probing the closed-loop maximum")
+	f.DurationVar(&pf.stepDur, "step-duration", 3*time.Second, "measured phase of each point")
+	f.StringVar(&pf.chart, "chart", "", "latency-throughput chart (.svg or .png; default plan-<shape>.svg)")
 	return cmd
 }
 
+func runPlan(cmd *cobra.Command, g *globals, pf *planFlags) error {
+	ctx := cmd.Context()
+	s, err := g.shape(pf.shape)
+	if err != nil {
+		return err
+	}
+	if pf.slo <= 0 {
+		return fmt.Errorf("--slo-p99 must be positive")
+	}
+	e, err := g.setup(ctx)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	st := g.settings(0)
+	if cmd.Flags().Changed("step-duration") || !cmd.Flags().Changed("duration") {
+		st.Duration = pf.stepDur
+	}
+	b := newBar("plan " + pf.shape)
+	n := 0
+	opts := bench.PlanOptions{Shape: s, SLOP99: pf.slo, Steps: pf.steps, Step: st, MaxRate: pf.maxRate,
+		OnPoint: func(p bench.PlanPoint) {
+			n++
+			b.describe(fmt.Sprintf("plan %s: point %d at %s/s", pf.shape, n, bench.FormatRate(p.Offered)))
+			b.set(float64(n) / float64(pf.steps+3))
+		}}
+	pl, err := bench.RunPlan(ctx, e.runner, opts)
+	b.finish()
+	if pl.Points == nil && err != nil {
+		return err
+	}
+	_ = bench.WriteJSONLine(e.jsonW, "plan", pl)
+	printPlan(cmd.OutOrStdout(), pl, e.machine)
+	chart := pf.chart
+	if chart == "" {
+		chart = "plan-" + pf.shape + ".svg"
+	}
+	if cerr := bench.PlanChart(pl, chart); cerr != nil {
+		return errors.Join(err, cerr)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "Chart: %s\n", chart)
+	return err
+}
+
+// printPlan prints the points, the knee and the sizing line (or why there is none).
+func printPlan(out io.Writer, pl bench.Plan, m bench.Machine) {
+	fmt.Fprintf(out, "Capacity plan for %s, SLO p99 ≤ %v (closed-loop maximum %s records/s; %s)\n\n",
+		pl.Shape.Name, pl.SLOP99, bench.FormatRate(pl.ClosedMax), m.CPUModel)
+	fmt.Fprintln(out, "| offered/s | achieved/s | MB/s | p50 | p99 | p99.9 | broker CPU (cores) | RSS | within SLO |")
+	fmt.Fprintln(out, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+	for i, p := range pl.Points {
+		mark := "no"
+		if p.WithinSLO {
+			mark = "yes"
+		}
+		if i == pl.Knee {
+			mark = "**knee**"
+		}
+		if p.Err != "" {
+			mark = "failed: " + p.Err
+		}
+		fmt.Fprintf(out, "| %s | %s | %.1f | %s | %s | %s | %.2f | %.0f MiB | %s |\n", bench.FormatRate(p.Offered), bench.FormatRate(p.Achieved),
+			p.BytesPS/1e6, bench.FormatLatency(p.P50), bench.FormatLatency(p.P99), bench.FormatLatency(p.P999), p.CPUCores,
+			float64(p.RSS)/(1<<20), mark)
+	}
+	fmt.Fprintln(out)
+	if pl.Knee >= 0 {
+		k := pl.Points[pl.Knee]
+		fmt.Fprintf(out, "Knee: %s records/s (%s), p99 %s, broker %.2f cores (%.0f %% per core of %d), RSS %.0f MiB\n",
+			bench.FormatRate(k.Offered), bench.FormatBytes(k.BytesPS), bench.FormatLatency(k.P99), k.CPUCores,
+			100*k.CPUCores/float64(m.Cores), m.Cores, float64(k.RSS)/(1<<20))
+		fmt.Fprintf(out, "Sizing: %s\n", pl.SizingLine(m))
+		return
+	}
+	fmt.Fprintf(out, "Knee: none: no rate tried kept p99 ≤ %v with its books balanced and ≥ 95 %% of the offered rate delivered.\n", pl.SLOP99)
+	best := -1
+	for i, p := range pl.Points {
+		if p.Err == "" && p.P99 > 0 && (best < 0 || p.P99 < pl.Points[best].P99) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		b := pl.Points[best]
+		fmt.Fprintf(out, "Sizing: none at this SLO on this machine now; the lowest p99 seen was %s at %s records/s "+
+			"(load average and other processes count: %d cores shared). Retry on a quiet machine or with --slo-p99 above %s.\n",
+			bench.FormatLatency(b.P99), bench.FormatRate(b.Offered), m.Cores, bench.FormatLatency(b.P99))
+	}
+}
+
+// compareFlags are the compare command's flags.
+type compareFlags struct {
+	out, img, note string
+	noPeers        bool
+}
+
 func compareCmd(g *globals) *cobra.Command {
-	var out, img, note string
-	var noPeers bool
+	cf := &compareFlags{}
 	cmd := &cobra.Command{
 		Use:   "compare",
 		Short: "run every comparison shape on Felix and its peers (NATS JetStream, Redis) and write the report",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			e, err := g.setup(ctx)
-			if err != nil {
-				return err
-			}
-			defer e.close()
-			opts := bench.CompareOptions{Settings: g.settings(0)}
-			if !noPeers {
-				fmt.Fprintln(os.Stderr, "building felix-peers (bench/peers module) ...")
-				pbin, err := bench.BuildPeers(ctx, e.root, e.work)
-				if err != nil {
-					fmt.Fprintln(os.Stderr, "peers skipped:", err)
-				} else {
-					opts.Peers = &bench.Peers{Bin: pbin, WorkDir: filepath.Join(e.work, "peers")}
-					if g.verbose {
-						opts.Peers.Log = os.Stderr
-					}
-				}
-			}
-			b := newBar("compare")
-			opts.OnStep = func(step string, i, total int) {
-				b.describe(fmt.Sprintf("[%d/%d] %s", i, total, step))
-				if b.pb == nil {
-					fmt.Fprintf(os.Stderr, "[%d/%d] %s\n", i, total, step)
-				}
-			}
-			e.runner.Progress = b.set
-			rep, err := bench.Compare(ctx, e.runner, opts, e.machine)
-			b.finish()
-			if err != nil {
-				return err
-			}
-			for _, r := range rep.Felix {
-				_ = bench.WriteJSONLine(e.jsonW, "result", r)
-			}
-			for _, r := range rep.Peers {
-				_ = bench.WriteJSONLine(e.jsonW, "peer_result", r)
-			}
-			for _, t := range rep.Targets {
-				_ = bench.WriteJSONLine(e.jsonW, "target", t)
-			}
-			var charts []string
-			if img != "" {
-				if err := os.MkdirAll(img, 0o755); err != nil {
-					return err
-				}
-				if charts, err = rep.WriteCharts(img, ".svg"); err != nil {
-					fmt.Fprintln(os.Stderr, "charts:", err)
-				}
-			}
-			command := "felix-bench " + strings.Join(os.Args[1:], " ")
-			if v := os.Getenv("FELIX_BENCH_COMMAND"); v != "" {
-				command = v
-			}
-			if err := rep.WriteMarkdown(cmd.OutOrStdout(), command, note, charts, img); err != nil {
-				return err
-			}
-			if out != "" {
-				if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-					return err
-				}
-				f, err := os.Create(out)
-				if err != nil {
-					return err
-				}
-				rel, rerr := filepath.Rel(filepath.Dir(out), img)
-				if rerr != nil || img == "" {
-					rel = img
-				}
-				if err := rep.WriteMarkdown(f, command, note, charts, rel); err != nil {
-					f.Close()
-					return err
-				}
-				if err := f.Close(); err != nil {
-					return err
-				}
-				fmt.Fprintln(os.Stderr, "wrote", out)
-			}
-			if len(rep.Failed) > 0 {
-				return fmt.Errorf("%d runs failed (listed in the report)", len(rep.Failed))
-			}
-			return nil
-		},
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runCompare(cmd, g, cf) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&out, "out", "", "also write the Markdown report to this file")
-	f.StringVar(&img, "img", "", "write SVG charts into this directory (linked from the report)")
-	f.StringVar(&note, "note", "", "a paragraph added under the machine line (e.g. what else ran on the machine)")
-	f.BoolVar(&noPeers, "no-peers", false, "Felix figures only")
+	f.StringVar(&cf.out, "out", "", "also write the Markdown report to this file")
+	f.StringVar(&cf.img, "img", "", "write SVG charts into this directory (linked from the report)")
+	f.StringVar(&cf.note, "note", "", "a paragraph added under the machine line (e.g. what else ran on the machine)")
+	f.BoolVar(&cf.noPeers, "no-peers", false, "Felix figures only")
 	return cmd
+}
+
+func runCompare(cmd *cobra.Command, g *globals, cf *compareFlags) error {
+	ctx := cmd.Context()
+	e, err := g.setup(ctx)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	opts := bench.CompareOptions{Settings: g.settings(0)}
+	if !cf.noPeers {
+		fmt.Fprintln(os.Stderr, "building felix-peers (bench/peers module) ...")
+		if pbin, err := bench.BuildPeers(ctx, e.root, e.work); err != nil {
+			fmt.Fprintln(os.Stderr, "peers skipped:", err)
+		} else {
+			opts.Peers = &bench.Peers{Bin: pbin, WorkDir: filepath.Join(e.work, "peers")}
+			if g.verbose {
+				opts.Peers.Log = os.Stderr
+			}
+		}
+	}
+	b := newBar("compare")
+	opts.OnStep = func(step string, i, total int) {
+		b.describe(fmt.Sprintf("[%d/%d] %s", i, total, step))
+		if b.pb == nil {
+			fmt.Fprintf(os.Stderr, "[%d/%d] %s\n", i, total, step)
+		}
+	}
+	e.runner.Progress = b.set
+	rep, err := bench.Compare(ctx, e.runner, opts, e.machine)
+	b.finish()
+	if err != nil {
+		return err
+	}
+	if err := writeCompare(cmd.OutOrStdout(), e, rep, cf); err != nil {
+		return err
+	}
+	if len(rep.Failed) > 0 {
+		return fmt.Errorf("%d runs failed (listed in the report)", len(rep.Failed))
+	}
+	return nil
+}
+
+// writeCompare writes the JSON lines, the charts, and the Markdown report to stdout and --out.
+func writeCompare(stdout io.Writer, e *env, rep *bench.CompareReport, cf *compareFlags) error {
+	for _, r := range rep.Felix {
+		_ = bench.WriteJSONLine(e.jsonW, "result", r)
+	}
+	for _, r := range rep.Peers {
+		_ = bench.WriteJSONLine(e.jsonW, "peer_result", r)
+	}
+	for _, t := range rep.Targets {
+		_ = bench.WriteJSONLine(e.jsonW, "target", t)
+	}
+	var charts []string
+	if cf.img != "" {
+		if err := os.MkdirAll(cf.img, 0o755); err != nil {
+			return err
+		}
+		var err error
+		if charts, err = rep.WriteCharts(cf.img, ".svg"); err != nil {
+			fmt.Fprintln(os.Stderr, "charts:", err)
+		}
+	}
+	command := "felix-bench " + strings.Join(os.Args[1:], " ")
+	if v := os.Getenv("FELIX_BENCH_COMMAND"); v != "" {
+		command = v
+	}
+	if err := rep.WriteMarkdown(stdout, command, cf.note, charts, cf.img); err != nil {
+		return err
+	}
+	if cf.out == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(cf.out), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(cf.out)
+	if err != nil {
+		return err
+	}
+	rel, rerr := filepath.Rel(filepath.Dir(cf.out), cf.img)
+	if rerr != nil || cf.img == "" {
+		rel = cf.img
+	}
+	if err := rep.WriteMarkdown(f, command, cf.note, charts, rel); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "wrote", cf.out)
+	return nil
 }
