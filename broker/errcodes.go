@@ -8,6 +8,7 @@ import (
 	"felix/auth"
 	"felix/core"
 	"felix/core/cache"
+	"felix/core/groups"
 	"felix/proto"
 )
 
@@ -70,9 +71,10 @@ func (srv *Server) errorCode(err error) (proto.ErrorCode, string) {
 		return proto.CodeOverloaded, err.Error()
 	case errors.Is(err, core.ErrNotFound), errors.Is(err, ErrNotFound):
 		return proto.CodeNotFound, "not found"
-	case errors.Is(err, core.ErrStorageFailed):
+	case errors.Is(err, core.ErrStorageFailed), errors.Is(err, cache.ErrCorruptRecord), errors.Is(err, groups.ErrCorrupt):
 		return proto.CodeStorageFailed, err.Error()
-	case errors.Is(err, core.ErrInvalid), errors.Is(err, ErrInvalid):
+	case errors.Is(err, core.ErrInvalid), errors.Is(err, ErrInvalid), errors.Is(err, core.ErrNoDurableStorage),
+		errors.Is(err, groups.ErrGroupIDCollision):
 		return proto.CodeMalformed, err.Error()
 	case errors.Is(err, core.ErrClosed):
 		return proto.CodeShardUnavailable, "broker shutting down"

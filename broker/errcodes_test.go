@@ -10,7 +10,9 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"felix/core"
 	"felix/core/cache"
+	"felix/core/groups"
 	"felix/proto"
 )
 
@@ -28,6 +30,14 @@ func TestErrorCodeCacheRefusalsAreNotRetryable(t *testing.T) {
 	}
 	if code, _ := srv.errorCode(cache.ErrIndeterminate); code != proto.CodeIndeterminate {
 		t.Errorf("indeterminate: %q", code)
+	}
+	for err, want := range map[error]proto.ErrorCode{
+		core.ErrNoDurableStorage: proto.CodeMalformed, groups.ErrGroupIDCollision: proto.CodeMalformed,
+		cache.ErrCorruptRecord: proto.CodeStorageFailed, groups.ErrCorrupt: proto.CodeStorageFailed,
+	} {
+		if code, _ := srv.errorCode(err); code != want {
+			t.Errorf("%v: %q, want %q", err, code, want)
+		}
 	}
 	if logs.Len() != 0 {
 		t.Fatalf("classified errors were logged: %s", logs.String())
