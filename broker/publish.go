@@ -254,6 +254,12 @@ func (s *session) handleBinaryPublish(flags uint16, body []byte) bool {
 	var err error
 	if acked {
 		prefix, perr := proto.DecodeAckedPrefix(body)
+		if perr != nil && len(body) >= 8 {
+			// request_id readable, ack_mode not: an error ack for it; the framing is intact.
+			s.h.s.m.protocolErrors.Inc()
+			s.answerPublishError(answerBinaryAck, prefix.RequestID, proto.CodeMalformed, perr.Error())
+			return false
+		}
 		if perr != nil { // unreadable prefix: protocol violation (spec §5.2)
 			s.h.s.m.protocolErrors.Inc()
 			s.sendError(proto.CodeMalformed, perr.Error(), nil)

@@ -207,3 +207,31 @@ func TestUnwritableReadyFileStopsTheBroker(t *testing.T) {
 		t.Fatalf("run-state after the stop: %+v %v", st, err)
 	}
 }
+
+// A binary acked publish whose request_id is readable is refused with a 0x0010 error ack for
+// that request_id (bad ack_mode or bad body), and the stream carries on.
+func TestBinaryAckedPublishRefusalsAreCorrelated(t *testing.T) {
+	b := startBroker(t, "")
+	s := openStream(t, b.dial())
+	s.auth("default", b.token, flagsPtr(v1Flags), proto.FeatureErrorCodes)
+	flags := proto.FlagBinaryPublishBatch | proto.FlagBinaryPublishAcked
+	for id, body := range map[uint64][]byte{
+		77: {0, 0, 0, 0, 0, 0, 0, 77, 9},                // ack_mode 9
+		78: {0, 0, 0, 0, 0, 0, 0, 78, 1, 0xff, 0xff, 1}, // body truncated after the prefix
+	} {
+		s.raw(append(proto.AppendHeader(nil, flags, uint32(len(body))), body...))
+		h, ack, err := s.next()
+		if err != nil || h.Flags != proto.FlagBinaryPublishAck {
+			t.Fatalf("request %d: flags %#x err %v, want a 0x0010 ack", id, h.Flags, err)
+		}
+		var pa proto.PublishAck
+		if err := proto.DecodePublishAck(ack, &pa); err != nil || pa.RequestID != id || pa.Status != proto.AckStatusError {
+			t.Fatalf("request %d: ack %+v err %v", id, pa, err)
+		}
+		if code, _ := proto.SplitErrorText(string(pa.Message)); code != proto.CodeMalformed {
+			t.Fatalf("request %d: %q, want code malformed", id, pa.Message)
+		}
+	}
+	s.send(&proto.CacheGet{TenantID: "default", Namespace: "default", Cache: "none", Key: "k", RequestID: reqID(79)})
+	expectError(t, s.msg(), proto.CodeNotFound, "")
+}
