@@ -541,7 +541,7 @@ func runStream(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin 
 		}
 		if time.Since(lastRedrive) > 5*time.Second {
 			lastRedrive = time.Now()
-			n, err := grp.redriveDeadLetters(ctx, cl, streamName, groupName, shards)
+			n, err := grp.redriveDeadLetters(ctx, subCl, streamName, groupName, shards)
 			redriven += n
 			if err != nil {
 				t.Logf("%s: dead letters: %v", backend, err)
