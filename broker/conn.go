@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"io"
@@ -40,19 +41,31 @@ type connHandler struct {
 	consumer uint64 // consumer id of this connection in consumer groups
 	// authed is set by the first successful auth on any stream; until then the auth
 	// deadline (FELIX_AUTH_TIMEOUT_MS) may close the connection.
-	authed   atomic.Bool
-	subs     atomic.Int64
-	watches  watchSet
-	sessions sync.WaitGroup // stream readers
-	pumps    sync.WaitGroup // event stream writers
+	authed atomic.Bool
+	// pendingElem is h's entry in Server.pending while unauthenticated (guarded by its mutex).
+	pendingElem *list.Element
+	subs        atomic.Int64
+	watches     watchSet
+	sessions    sync.WaitGroup // stream readers
+	pumps       sync.WaitGroup // event stream writers
 }
 
 func newConnHandler(s *Server, c *netq.Conn) *connHandler {
 	ctx, cancel := context.WithCancel(c.Context())
 	stop := context.AfterFunc(s.shutdown, cancel)
 	go func() { <-ctx.Done(); stop() }()
-	return &connHandler{s: s, conn: c, ctx: ctx, cancel: cancel, budget: netq.NewByteBudget(s.cfg.PublishConnInflightByte),
+	h := &connHandler{s: s, conn: c, ctx: ctx, cancel: cancel, budget: netq.NewByteBudget(s.cfg.PublishConnInflightByte),
 		consumer: s.nextConsumer.Add(1)}
+	s.pending.add(h)
+	return h
+}
+
+// markAuthed records the connection's first successful auth: the auth deadline and the
+// eviction at the connection limit no longer apply to it.
+func (h *connHandler) markAuthed() {
+	if !h.authed.Swap(true) {
+		h.s.pending.remove(h)
+	}
 }
 
 // serve runs until the connection ends or the broker drains; on a drain it lets every
@@ -60,6 +73,7 @@ func newConnHandler(s *Server, c *netq.Conn) *connHandler {
 // and closes the connection with netq.CodeShutdown.
 func (h *connHandler) serve() {
 	defer h.cancel()
+	defer h.s.pending.remove(h)
 	if d := time.Duration(h.s.cfg.AuthTimeoutMS) * time.Millisecond; d > 0 {
 		deadline := time.AfterFunc(d, h.authExpired)
 		defer deadline.Stop()

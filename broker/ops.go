@@ -22,6 +22,7 @@ type serverMetrics struct {
 	slowSubscribers *metrics.Counter
 	unknownErrors   *metrics.Counter // errors errorCode could not classify (logged)
 	authTimeouts    *metrics.Counter // connections closed by the auth deadline
+	authEvictions   *metrics.Counter // unauthenticated connections closed for a new one at the limit
 }
 
 func newServerMetrics(set *metrics.Set) serverMetrics {
@@ -38,6 +39,7 @@ func newServerMetrics(set *metrics.Set) serverMetrics {
 		slowSubscribers: set.NewCounter("felix_broker_slow_subscribers_total"),
 		unknownErrors:   set.NewCounter("felix_broker_unclassified_errors_total"),
 		authTimeouts:    set.NewCounter("felix_broker_auth_timeouts_total"),
+		authEvictions:   set.NewCounter("felix_broker_auth_evictions_total"),
 	}
 }
 

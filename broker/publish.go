@@ -27,7 +27,7 @@ func (s *session) handleAuth(a *proto.Auth) {
 		return
 	}
 	s.principal = p
-	s.h.authed.Store(true)
+	s.h.markAuthed()
 	s.names.valid = false // permissions cached for the previous principal no longer apply
 	if a.ClientFlags == nil {
 		s.flags = proto.OriginalV1Flags

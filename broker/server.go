@@ -49,6 +49,7 @@ type Server struct {
 	global   *netq.ByteBudget // process-wide in-flight publish bytes
 	inflight sync.WaitGroup   // publishes handed to the engine, not yet done
 	conns    sync.WaitGroup   // connection handlers
+	pending  pendingConns     // unauthenticated connections, oldest first (pending.go)
 	// clockSkew is added to time.Now by now(): the test seam for token expiry.
 	clockSkew atomic.Int64
 	// nextConsumer numbers connections as consumer-group consumers.
@@ -265,6 +266,7 @@ func (s *Server) bindListeners() error {
 		UDPRecvBufferBytes:    s.cfg.UDPRecvBufferBytes,
 		UDPSendBufferBytes:    s.cfg.UDPSendBufferBytes,
 		InitialPacketSize:     uint16(s.cfg.InitialMTU),
+		Evict:                 s.evictOldest,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: FELIX_QUIC_BIND=%s: %w", s.cfg.QUICBind, err)
@@ -419,10 +421,11 @@ func (s *Server) acceptLoop() {
 		}
 		s.m.connections.Inc()
 		s.conns.Add(1)
+		h := newConnHandler(s, c) // listed as pending before the next Accept may evict
 		go func() {
 			defer s.conns.Done()
 			defer c.Release()
-			newConnHandler(s, c).serve()
+			h.serve()
 		}()
 	}
 }

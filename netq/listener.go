@@ -60,6 +60,11 @@ type Options struct {
 	// be the same across restarts: LoadOrCreateResetKey keeps it in the data dir. nil
 	// disables resets (clients of a crashed process then wait out their idle timeout).
 	StatelessResetKey *quic.StatelessResetKey
+	// Evict is asked, when a new connection finds MaxConnections reached, to close one
+	// connection the caller values less (the broker: its oldest unauthenticated one) and
+	// Release it; it reports whether it did. The new connection is then accepted instead of
+	// refused. nil = refuse. Called on the Accept goroutine; it must not call Accept.
+	Evict func() bool
 }
 
 func (o Options) withDefaults() Options {
@@ -162,7 +167,8 @@ func (l *Listener) Active() int64 { return l.active.Load() }
 func (l *Listener) Refused() int64 { return l.refused.Load() }
 
 // Accept waits for the next connection within the MaxConnections bound. A connection over
-// the bound is closed with CodeConnectionLimit ("connection limit") and never returned.
+// the bound takes the slot Options.Evict frees, else it is closed with CodeConnectionLimit
+// ("connection limit") and never returned.
 // The caller must call Conn.Release when done with it. Errors: ctx's error, or
 // ErrListenerClosed after Close.
 func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
@@ -174,7 +180,7 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 			}
 			return nil, err
 		}
-		if l.active.Add(1) > int64(l.opts.MaxConnections) {
+		if l.active.Add(1) > int64(l.opts.MaxConnections) && (l.opts.Evict == nil || !l.opts.Evict()) {
 			l.active.Add(-1)
 			l.refused.Add(1)
 			_ = qc.CloseWithError(CodeConnectionLimit, "connection limit")

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,5 +242,55 @@ func TestLoadCertificateFromFiles(t *testing.T) {
 	}
 	if Fingerprint(loaded.Certificate[0]) != Fingerprint(cert.Certificate[0]) {
 		t.Fatal("loaded a different certificate")
+	}
+}
+
+// At the limit, Options.Evict may free a slot for the new connection.
+func TestConnectionLimitEvict(t *testing.T) {
+	var victim atomic.Pointer[Conn] // set by the test goroutine, read by Accept's
+	evicted := 0
+	opts := Options{MaxConnections: 1, Evict: func() bool {
+		v := victim.Swap(nil)
+		if v == nil {
+			return false
+		}
+		evicted++
+		v.CloseWithError(CodeAuthTimeout, "evicted")
+		v.Release()
+		return true
+	}}
+	l, fp := startListener(t, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	accepted := make(chan *Conn, 2)
+	go func() {
+		for {
+			c, err := l.Accept(ctx)
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	first, err := dial(ctx, l, PinnedClientTLS(fp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.CloseWithError(0, "")
+	victim.Store(<-accepted)
+	second, err := dial(ctx, l, PinnedClientTLS(fp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.CloseWithError(0, "")
+	c := <-accepted
+	defer c.Release()
+	<-first.Context().Done()
+	var appErr *quic.ApplicationError
+	if !errors.As(context.Cause(first.Context()), &appErr) || appErr.ErrorCode != CodeAuthTimeout {
+		t.Fatalf("first connection closed with %v, want the evict code", context.Cause(first.Context()))
+	}
+	if evicted != 1 || l.Refused() != 0 || l.Active() != 1 {
+		t.Fatalf("evicted %d refused %d active %d", evicted, l.Refused(), l.Active())
 	}
 }

@@ -235,3 +235,50 @@ func TestBinaryAckedPublishRefusalsAreCorrelated(t *testing.T) {
 	s.send(&proto.CacheGet{TenantID: "default", Namespace: "default", Cache: "none", Key: "k", RequestID: reqID(79)})
 	expectError(t, s.msg(), proto.CodeNotFound, "")
 }
+
+// At FELIX_MAX_CONNECTIONS a new connection evicts the oldest unauthenticated one (0x103)
+// instead of being refused; authenticated connections are never evicted.
+func TestConnectionLimitEvictsUnauthenticated(t *testing.T) {
+	b := startBroker(t, "", "FELIX_MAX_CONNECTIONS=2", "FELIX_AUTH_TIMEOUT_MS=600000")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	idle, err := quic.DialAddr(ctx, b.info.QUICAddr, netq.PinnedClientTLS(b.info.Fingerprint), &quic.Config{KeepAlivePeriod: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.CloseWithError(0, "")
+	var authed []*frameStream
+	for i := 0; i < 2; i++ { // both fit: the first evicts nobody, the second evicts idle
+		fs := openStream(t, b.dial())
+		if _, ok := fs.auth("default", b.token, flagsPtr(v1Flags)).(*proto.AuthOK); !ok {
+			t.Fatalf("client %d refused", i)
+		}
+		authed = append(authed, fs)
+	}
+	select {
+	case <-idle.Context().Done():
+	case <-ctx.Done():
+		t.Fatal("unauthenticated connection not evicted")
+	}
+	var ae *quic.ApplicationError
+	if err := context.Cause(idle.Context()); !errors.As(err, &ae) || ae.ErrorCode != netq.CodeAuthTimeout {
+		t.Fatalf("idle connection closed with %v, want %#x", err, netq.CodeAuthTimeout)
+	}
+	// Both slots hold authenticated connections: a third is refused, nobody is evicted.
+	third, err := quic.DialAddr(ctx, b.info.QUICAddr, netq.PinnedClientTLS(b.info.Fingerprint), &quic.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-third.Context().Done():
+	case <-ctx.Done():
+		t.Fatal("third connection not refused")
+	}
+	if err := context.Cause(third.Context()); !errors.As(err, &ae) || ae.ErrorCode != netq.CodeConnectionLimit {
+		t.Fatalf("third connection closed with %v, want %#x", err, netq.CodeConnectionLimit)
+	}
+	for i, fs := range authed {
+		fs.send(&proto.CacheGet{TenantID: "default", Namespace: "default", Cache: "none", Key: "k", RequestID: reqID(uint64(i))})
+		expectError(t, fs.msg(), proto.CodeNotFound, "")
+	}
+}
