@@ -88,9 +88,11 @@ type Config struct {
 	DrainBatch int
 	// IdleTurns is how many empty loop turns (each yields with
 	// runtime.Gosched and polls the ring without blocking) a core makes
-	// after its last work before it sleeps in its ring (default 64; -1 = 0:
-	// sleep at once). It trades a few microseconds of a busy core's CPU for
-	// skipping a sleep/wake-up pair per message at low batch sizes.
+	// after its last work before it sleeps in its ring (default 0: sleep at
+	// once; negative = 0). The core goroutine is locked to its thread, so
+	// every yield hands the P to another thread and back (two futex
+	// wake-ups): measured through the network, 64 turns cost more CPU than
+	// the sleep/wake-up pair they skip (docs/bench/perf.md).
 	IdleTurns int
 	// SubscriberQueueCapacity is the default per-subscription queue, in
 	// frames (spec/config.md FELIX_SUBSCRIBER_QUEUE_CAPACITY, default 512).
@@ -139,9 +141,6 @@ func (c *Config) normalize() error {
 	}
 	setDefault(&c.InboxCapacity, 4096)
 	setDefault(&c.DrainBatch, 256)
-	if c.IdleTurns == 0 {
-		c.IdleTurns = 64
-	}
 	c.IdleTurns = max(c.IdleTurns, 0)
 	setDefault(&c.SubscriberQueueCapacity, 512)
 	setDefault(&c.HeldPublishes, 1024)

@@ -105,6 +105,18 @@ func DecodeMessage(body []byte) (Message, error) {
 	if !utf8.Valid(body) {
 		return nil, decodeErr("json", invalidUTF8Offset(body), ErrInvalidUTF8)
 	}
+	if m, ok := decodeMessageFast(body); ok {
+		if err := validateMessage(m); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+	return decodeMessageJSON(body)
+}
+
+// decodeMessageJSON is DecodeMessage through encoding/json, for every body the fast path
+// (msgfast.go) does not take.
+func decodeMessageJSON(body []byte) (Message, error) {
 	var fields map[string]presence
 	if err := json.Unmarshal(body, &fields); err != nil {
 		return nil, jsonErr(err)
