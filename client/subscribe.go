@@ -135,7 +135,7 @@ func (c *Client) Subscribe(ctx context.Context, stream string, start Start, opts
 	}
 	for i, shard := range opts.Shards {
 		s.wg.Add(1)
-		go s.run(shard, start, addrs[i], first[i].es, first[i].caps)
+		go s.run(shard, start, addrs[i], first[i].es)
 	}
 	return s, nil
 }
@@ -262,7 +262,7 @@ func (s *Subscription) open(ctx context.Context, shard uint32, start Start, addr
 
 // run reads one shard's event stream, and re-subscribes after a transport failure or a
 // redirect (a not_leader ending the event stream, §8.9) from the next offset.
-func (s *Subscription) run(shard uint32, start Start, addr string, es *eventStream, caps Capabilities) {
+func (s *Subscription) run(shard uint32, start Start, addr string, es *eventStream) {
 	defer s.wg.Done()
 	var (
 		next     uint64 // next expected offset
@@ -285,7 +285,7 @@ func (s *Subscription) run(shard uint32, start Start, addr string, es *eventStre
 				octx, cancel = context.WithTimeout(s.ctx, 2*s.c.cfg.dialTimeout)
 			}
 			var err error
-			es, caps, err = s.openFollowing(octx, shard, from, &addr)
+			es, _, err = s.openFollowing(octx, shard, from, &addr)
 			cancel()
 			if err != nil {
 				if s.ctx.Err() != nil {

@@ -67,7 +67,6 @@ type scanResult struct {
 	zeroEnd  bool   // stopped at an all-zero header (end of written data)
 	err      error  // *CorruptionError (Position absolute) or I/O error; nil at clean end
 	torn     bool   // err is explained by a torn write (see isTorn)
-	dataSeen bool
 }
 
 // scanRecords walks records from pos (expected offset off) to the end of the

@@ -120,9 +120,6 @@ func (t *table) soonest() (int32, bool) {
 	return t.heap[0], true
 }
 
-// oldest returns the least recently written slot.
-func (t *table) oldest() (int32, bool) { return t.head, t.head != none }
-
 func (t *table) linkTail(i int32) {
 	s := &t.slots[i]
 	s.prev, s.next = t.tail, none

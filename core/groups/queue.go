@@ -84,21 +84,6 @@ func (q *offsetQueue) insert(off uint64) {
 	live[lo] = off
 }
 
-// front drops dead offsets (for which alive is false) from the front and returns the
-// lowest live offset, or ok=false when none is left.
-func (q *offsetQueue) front(alive func(uint64) bool) (uint64, bool) {
-	for q.head < len(q.items) {
-		off := q.items[q.head]
-		if alive(off) {
-			return off, true
-		}
-		q.head++
-	}
-	q.items = q.items[:0]
-	q.head = 0
-	return 0, false
-}
-
 // prune drops the items for which keep is false once they outnumber limit, then
 // restores heap order. Acked and nacked leases leave superseded items behind; pruning
 // when the heap is more than twice the live entries keeps memory bounded by the
