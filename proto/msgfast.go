@@ -2,11 +2,12 @@ package proto
 
 import "encoding/base64"
 
-// The fast path of DecodeMessage for the request messages a busy client sends per
-// operation (cache_get, cache_put, cache_delete, counter_add, counter_get). It accepts only
-// the plain form every SDK writes: one flat object, no escapes in keys or strings, integers
-// without fraction or exponent, each key exactly a field's name and at most once, every
-// required field present. Anything else (including every error case) reports false and
+// The fast path of DecodeMessage for the messages of one cache or counter operation: the
+// requests (cache_get, cache_put, cache_delete, counter_add, counter_get) the broker reads
+// and the answers (cache_value, cache_ok, cache_deleted, counter_value) the client reads.
+// It accepts only the plain form every encoder here writes: one flat object, no escapes in
+// keys or strings, integers without fraction or exponent, each key exactly a field's name
+// and at most once, every required field present. Anything else (including every error case) reports false and
 // DecodeMessage falls back to encoding/json, so the two paths never disagree: what the fast
 // path accepts, the slow path decodes to the same struct (docs/bench/perf.md).
 
@@ -228,6 +229,86 @@ func fastKeyField(t *fastTok, k *fastKey) int {
 	return bit
 }
 
+// fastShape is what one message type takes on the fast path: the fields it needs present
+// (and non-null, but for a nullable value), the fields it allows, and the kind of "value".
+type fastShape struct {
+	need, allow int
+	value       byte // 'b' base64 bytes, 'B' base64 bytes or null, 'i' int64
+}
+
+var (
+	fastKeyed  = fastShape{need: fbRequired, allow: fbRequired | fbRequestID}
+	fastShapes = map[MessageType]fastShape{
+		TypeCacheGet:     fastKeyed,
+		TypeCacheDelete:  fastKeyed,
+		TypeCounterGet:   fastKeyed,
+		TypeCachePut:     {need: fbRequired | fbValue | fbTTL, allow: fbRequired | fbRequestID | fbValue | fbTTL, value: 'b'},
+		TypeCounterAdd:   {need: fbRequired | fbDelta, allow: fbRequired | fbRequestID | fbDelta},
+		TypeCacheValue:   {need: fbRequired | fbValue, allow: fbRequired | fbRequestID | fbValue, value: 'B'},
+		TypeCacheDeleted: {need: fbRequired | fbValue, allow: fbRequired | fbRequestID | fbValue, value: 'B'},
+		TypeCounterValue: {need: fbRequired | fbValue, allow: fbRequired | fbRequestID | fbValue, value: 'i'},
+		TypeCacheOK:      {need: fbType | fbRequestID, allow: fbType | fbRequestID},
+	}
+)
+
+// fastValues are the type-specific fields the fast path read.
+type fastValues struct {
+	bytes []byte
+	num   int64
+	ttl   *uint64
+	delta int64
+}
+
+// fastValueField reads t when it is one of the type-specific fields shape allows; it
+// returns the field's bit, or -1 when t is not one of them or holds a value the fast path
+// leaves to encoding/json.
+func fastValueField(t *fastTok, shape fastShape, v *fastValues) int {
+	switch {
+	case shape.allow&fbValue != 0 && string(t.key) == "value":
+		switch {
+		case shape.value == 'i' && t.kind == 'n':
+			n, ok := fastInt(t.val)
+			if !ok {
+				return -1
+			}
+			v.num = n
+		case shape.value == 'B' && t.kind == 'z':
+			v.bytes = nil
+		case shape.value != 'i' && t.kind == 's':
+			b := make([]byte, base64.StdEncoding.DecodedLen(len(t.val)))
+			n, err := base64.StdEncoding.Decode(b, t.val)
+			if err != nil {
+				return -1
+			}
+			v.bytes = b[:n]
+		default:
+			return -1
+		}
+		return fbValue
+	case shape.allow&fbTTL != 0 && string(t.key) == "ttl_ms":
+		switch t.kind {
+		case 'z':
+		case 'n':
+			n, ok := fastUint(t.val)
+			if !ok {
+				return -1
+			}
+			v.ttl = &n
+		default:
+			return -1
+		}
+		return fbTTL
+	case shape.allow&fbDelta != 0 && string(t.key) == "delta":
+		n, ok := fastInt(t.val)
+		if t.kind != 'n' || !ok {
+			return -1
+		}
+		v.delta = n
+		return fbDelta
+	}
+	return -1 // unknown, differently cased or misplaced key
+}
+
 // decodeMessageFast is DecodeMessage's fast path (see the top of this file); ok is false
 // when the body must go through the slow path. body is valid UTF-8.
 func decodeMessageFast(body []byte) (m Message, ok bool) {
@@ -245,75 +326,48 @@ func decodeMessageFast(body []byte) (m Message, ok bool) {
 			break
 		}
 	}
-	var k fastKey
-	var value []byte
-	var ttl *uint64
-	var delta int64
-	seen := 0
-	extra := 0 // the fields besides the shared ones this type takes
-	switch string(typ) {
-	case string(TypeCacheGet), string(TypeCacheDelete), string(TypeCounterGet):
-	case string(TypeCachePut):
-		extra = fbValue | fbTTL
-	case string(TypeCounterAdd):
-		extra = fbDelta
-	default:
+	shape, known := fastShapes[MessageType(typ)]
+	if !known {
 		return nil, false
 	}
+	var k fastKey
+	var v fastValues
+	seen := 0
 	for i := range f.n {
 		t := &f.toks[i]
 		bit := fastKeyField(t, &k)
 		if bit == 0 {
-			switch {
-			case extra&fbValue != 0 && string(t.key) == "value":
-				if t.kind != 's' {
-					return nil, false
-				}
-				value = make([]byte, base64.StdEncoding.DecodedLen(len(t.val)))
-				n, err := base64.StdEncoding.Decode(value, t.val)
-				if err != nil {
-					return nil, false
-				}
-				value, bit = value[:n], fbValue
-			case extra&fbTTL != 0 && string(t.key) == "ttl_ms":
-				if t.kind == 'n' {
-					v, ok := fastUint(t.val)
-					if !ok {
-						return nil, false
-					}
-					ttl = &v
-				} else if t.kind != 'z' {
-					return nil, false
-				}
-				bit = fbTTL
-			case extra&fbDelta != 0 && string(t.key) == "delta":
-				v, ok := fastInt(t.val)
-				if t.kind != 'n' || !ok {
-					return nil, false
-				}
-				delta, bit = v, fbDelta
-			default:
-				return nil, false // unknown, differently cased or misplaced key
-			}
+			bit = fastValueField(t, shape, &v)
 		}
-		if bit < 0 || seen&bit != 0 {
+		if bit < 0 || shape.allow&bit == 0 || seen&bit != 0 {
 			return nil, false
 		}
 		seen |= bit
 	}
-	if seen&(fbRequired|extra) != fbRequired|extra {
+	if seen&shape.need != shape.need {
 		return nil, false
 	}
-	switch string(typ) {
-	case string(TypeCacheGet):
+	switch MessageType(typ) {
+	case TypeCacheGet:
 		return &CacheGet{TenantID: k.tenant, Namespace: k.namespace, Cache: k.cache, Key: k.key, RequestID: k.requestID}, true
-	case string(TypeCacheDelete):
+	case TypeCacheDelete:
 		return &CacheDelete{TenantID: k.tenant, Namespace: k.namespace, Cache: k.cache, Key: k.key, RequestID: k.requestID}, true
-	case string(TypeCounterGet):
+	case TypeCounterGet:
 		return &CounterGet{TenantID: k.tenant, Namespace: k.namespace, Cache: k.cache, Key: k.key, RequestID: k.requestID}, true
-	case string(TypeCachePut):
-		return &CachePut{TenantID: k.tenant, Namespace: k.namespace, Cache: k.cache, Key: k.key, Value: value, RequestID: k.requestID, TTLMs: ttl}, true
-	default: // counter_add
-		return &CounterAdd{TenantID: k.tenant, Namespace: k.namespace, Cache: k.cache, Key: k.key, Delta: delta, RequestID: k.requestID}, true
+	case TypeCachePut:
+		return &CachePut{TenantID: k.tenant, Namespace: k.namespace, Cache: k.cache, Key: k.key, Value: v.bytes, RequestID: k.requestID, TTLMs: v.ttl}, true
+	case TypeCounterAdd:
+		return &CounterAdd{TenantID: k.tenant, Namespace: k.namespace, Cache: k.cache, Key: k.key, Delta: v.delta, RequestID: k.requestID}, true
+	case TypeCacheValue:
+		return &CacheValue{TenantID: k.tenant, Namespace: k.namespace, Cache: k.cache, Key: k.key, Value: v.bytes, RequestID: k.requestID}, true
+	case TypeCacheDeleted:
+		return &CacheDeleted{TenantID: k.tenant, Namespace: k.namespace, Cache: k.cache, Key: k.key, Value: v.bytes, RequestID: k.requestID}, true
+	case TypeCounterValue:
+		return &CounterValue{TenantID: k.tenant, Namespace: k.namespace, Cache: k.cache, Key: k.key, Value: v.num, RequestID: k.requestID}, true
+	default: // cache_ok: request_id is required, so never null here
+		if k.requestID == nil {
+			return nil, false
+		}
+		return &CacheOK{RequestID: *k.requestID}, true
 	}
 }

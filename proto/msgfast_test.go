@@ -17,6 +17,12 @@ var fastBodies = []string{
 	`{"type":"cache_put","tenant_id":"t1","namespace":"default","cache":"c","key":"k","value":"","ttl_ms":1000}`,
 	`{"type":"counter_add","tenant_id":"t1","namespace":"default","cache":"c","key":"k","delta":-9223372036854775808,"request_id":1}`,
 	`{"type":"counter_add","tenant_id":"t1","namespace":"default","cache":"c","key":"k","delta":9223372036854775807}`,
+	`{"type":"cache_value","tenant_id":"t1","namespace":"default","cache":"c","key":"k","value":"aGk=","request_id":3}`,
+	`{"type":"cache_value","tenant_id":"t1","namespace":"default","cache":"c","key":"k","value":null}`,
+	`{"type":"cache_value","tenant_id":"t1","namespace":"default","cache":"c","key":"k","value":""}`,
+	`{"type":"cache_deleted","tenant_id":"t1","namespace":"default","cache":"c","key":"k","value":null,"request_id":2}`,
+	`{"type":"counter_value","tenant_id":"t1","namespace":"default","cache":"c","key":"k","value":-5,"request_id":2}`,
+	`{"type":"cache_ok","request_id":12}`,
 }
 
 // slowBodies must go to encoding/json (they are unusual or wrong).
@@ -41,6 +47,13 @@ var slowBodies = []string{
 	`{"type":"counter_add","tenant_id":"t1","namespace":"default","cache":"c","key":"k","delta":true}`,
 	`{"type":"cache_get","tenant_id":"t1","namespace":"default","cache":"c","key":"k","delta":1}`,
 	`{"type":"publish","tenant_id":"t1","namespace":"default","stream":"s","payload":""}`,
+	`{"type":"cache_value","tenant_id":"t1","namespace":"default","cache":"c","key":"k"}`,                // value absent
+	`{"type":"counter_value","tenant_id":"t1","namespace":"default","cache":"c","key":"k","value":null}`, // null required
+	`{"type":"counter_value","tenant_id":"t1","namespace":"default","cache":"c","key":"k","value":"aGk="}`,
+	`{"type":"cache_ok","request_id":null}`,
+	`{"type":"cache_ok"}`,
+	`{"type":"cache_ok","request_id":1,"key":"k"}`,
+	`{"type":"cache_ok","request_id":1,"ttl_ms":null}`,
 	`{"type":1}`,
 	`{}`,
 	`[]`,
@@ -105,42 +118,29 @@ func FuzzDecodeMessageFast(f *testing.F) {
 	})
 }
 
-func BenchmarkDecodeCacheGet(b *testing.B) {
-	body := []byte(fastBodies[0])
-	b.Run("fast", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := DecodeMessage(body); err != nil {
-				b.Fatal(err)
+// BenchmarkDecodeCacheMessages compares DecodeMessage (fast path) with encoding/json for a
+// request the broker reads and an answer the client reads.
+func BenchmarkDecodeCacheMessages(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		body string
+	}{{"cache_get", fastBodies[0]}, {"cache_put", fastBodies[5]}, {"cache_value", fastBodies[9]}} {
+		body := []byte(c.body)
+		b.Run(c.name+"/fast", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := DecodeMessage(body); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
-	b.Run("encoding-json", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := decodeMessageJSON(body); err != nil {
-				b.Fatal(err)
+		})
+		b.Run(c.name+"/encoding-json", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := decodeMessageJSON(body); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
-}
-
-func BenchmarkDecodeCachePut(b *testing.B) {
-	body := []byte(fastBodies[5])
-	b.Run("fast", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := DecodeMessage(body); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("encoding-json", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := decodeMessageJSON(body); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+		})
+	}
 }
