@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -14,11 +13,9 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/big"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -359,30 +356,6 @@ func (b *broker) meanDown() time.Duration {
 		return 0
 	}
 	return (b.downTime / time.Duration(b.kills)).Round(time.Millisecond)
-}
-
-// admin calls the broker's admin API with the bootstrap admin token; want is the expected
-// HTTP status.
-func (b *broker) admin(ctx context.Context, method, path string, body any, want int) error {
-	data, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+b.httpAddr+path, bytes.NewReader(data))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+b.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: HTTP %d %s", method, path, resp.StatusCode, out)
-	}
-	return nil
 }
 
 // progressLog logs line() every 30 s until the returned stop is called (stop waits for the
