@@ -31,7 +31,8 @@ func (s *session) handleGroup(m proto.Message) bool {
 		id := m.RequestID
 		wait := min(time.Duration(m.MaxWaitMs)*time.Millisecond, s.maxGroupWait())
 		req := core.GroupPollRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
-			Group: m.Group, Consumer: s.h.consumer, MaxRecords: max(int(m.MaxRecords), 1), MaxWait: wait}
+			Group: m.Group, Consumer: s.h.consumer, MaxRecords: max(int(m.MaxRecords), 1), MaxWait: wait,
+			MaxBytes: groupAnswerBytes(s.h.s.cfg.MaxFrameBytes, max(int(m.MaxRecords), 1))}
 		s.groupCall(id, func() error {
 			return s.h.s.engine.GroupPoll(req, func(recs []core.GroupRecord, err error) {
 				defer s.opDone()
@@ -113,6 +114,22 @@ func (s *session) handleGroup(m proto.Message) bool {
 	}
 	return true
 }
+
+// groupAnswerBytes is the payload bytes one group_records answer may carry so that
+// its frame stays within maxFrame (FELIX_MAX_FRAME_BYTES): payloads travel in base64
+// (4 bytes per 3), each record takes at most groupRecordJSONBytes besides, and the
+// envelope (group name escaped) at most groupEnvelopeBytes. A larger answer would be
+// refused by the client and lost each time its records are redelivered (docs/soak.md,
+// finding 5). At least 1: the first record is always handed out.
+func groupAnswerBytes(maxFrame uint32, maxRecords int) int {
+	room := int64(maxFrame) - groupEnvelopeBytes - int64(min(maxRecords, 1<<16))*groupRecordJSONBytes
+	return int(max(room/4*3, 1))
+}
+
+const (
+	groupEnvelopeBytes   = 8 << 10 // type, request_id, shard, group name (≤ 255 bytes, escaped)
+	groupRecordJSONBytes = 96      // {"offset":u64,"payload":"","delivery":u32}, and a comma
+)
 
 func streamName(t, ns, s string) core.StreamName {
 	return core.StreamName{Tenant: t, Namespace: ns, Stream: s}

@@ -36,6 +36,12 @@ type GroupPollRequest struct {
 	Consumer   uint64        // chosen by the caller, e.g. one per connection and group
 	MaxRecords int           // 1..; capped by the group's max records per poll
 	MaxWait    time.Duration // 0: answer at once, possibly empty; else park up to this long
+	// MaxBytes bounds the payload bytes of one answer (0: no bound). The records
+	// leased beyond it are given back (groups.Shard.Return: ready at once, delivery
+	// count unchanged) for the next poll; the first record is handed out even when
+	// it alone is larger. The broker derives it from its frame size, since an answer
+	// too large to send would be lost every time it is redelivered.
+	MaxBytes int
 }
 
 // GroupAckRequest acks (GroupAck) or nacks (GroupNack) leased records. A Ref with
@@ -76,8 +82,8 @@ type RedriveRequest struct {
 // Errors (here or in done): ErrNotFound, ErrInvalid (in-memory stream, bad request,
 // wrapping the groups error), ErrOverloaded, ErrClosed, ErrStorageFailed-wrapped.
 func (e *Engine) GroupPoll(req GroupPollRequest, done func([]GroupRecord, error)) error {
-	if req.MaxRecords < 1 || req.MaxWait < 0 {
-		return fmt.Errorf("%w: max records %d, max wait %v", ErrInvalid, req.MaxRecords, req.MaxWait)
+	if req.MaxRecords < 1 || req.MaxWait < 0 || req.MaxBytes < 0 {
+		return fmt.Errorf("%w: max records %d, max wait %v, max bytes %d", ErrInvalid, req.MaxRecords, req.MaxWait, req.MaxBytes)
 	}
 	s, err := e.groupStreamShard(req.Stream, req.Shard)
 	if err != nil {
@@ -263,27 +269,57 @@ func (o *groupPollOp) try(final bool) bool {
 }
 
 // answer reads the leased records' payloads and hands them out (their delivery
-// records are durable now).
+// records are durable now). Leases beyond req.MaxBytes are given back for the next
+// poll, which a parked poll may be (the group timer retries those).
 func (o *groupPollOp) answer(err error) {
 	if err != nil {
 		o.done(nil, err)
 		return
 	}
-	recs, err := readLeased(o.shard.records, o.leases)
+	recs, used, err := readLeased(o.shard.records, o.leases, o.req.MaxBytes)
 	if err != nil {
-		err = storageError("read group records", err)
+		o.done(nil, storageError("read group records", err))
+		return
 	}
-	o.done(recs, err)
+	if used < len(o.leases) {
+		o.giveBack(o.leases[used:])
+	}
+	o.done(recs, nil)
 }
 
+// giveBack returns leases the answer could not carry to the group (groups.Shard.Return).
+func (o *groupPollOp) giveBack(leases []groups.Lease) {
+	gs := o.gs
+	if gs.failed != nil {
+		return
+	}
+	refs := make([]groups.Ref, len(leases))
+	for i, l := range leases {
+		refs[i] = groups.Ref{Offset: l.Offset, Delivery: l.Delivery}
+	}
+	if _, err := gs.sm.Return(o.req.Group, groups.ConsumerID(o.req.Consumer), refs, gs.c.wallMillis()); err != nil {
+		return // the group is gone: nothing is leased any more
+	}
+	gs.c.groupTable().arm()
+}
+
+// readLeasedFirstBuf bounds the first allocation of readLeased's buffer: sizing it
+// from the first record times the lease count reserved up to 256 × 16 MiB once.
+const readLeasedFirstBuf = 4 << 20
+
 // readLeased reads the payloads of leases (one log read per run of consecutive
-// offsets) into one buffer, so a poll allocates a few times, not once per record. Records deleted by retention since they were leased are
-// left out.
-func readLeased(log shardLog, leases []groups.Lease) ([]GroupRecord, error) {
-	recs := make([]GroupRecord, 0, len(leases))
+// offsets) into one buffer, so a poll allocates a few times, not once per record.
+// Records deleted by retention since they were leased are left out. With maxBytes > 0
+// it stops before the first record that would take the payload bytes past maxBytes
+// (the first record is always read); used is the number of leases covered, the
+// others are to be given back.
+func readLeased(log shardLog, leases []groups.Lease, maxBytes int) (recs []GroupRecord, used int, err error) {
+	recs = make([]GroupRecord, 0, len(leases))
 	ends := make([]int, 0, len(leases))
 	var buf []byte
-	for i := 0; i < len(leases); {
+	full := false
+	i := 0
+	for i < len(leases) && !full {
 		j := i + 1
 		for j < len(leases) && leases[j].Offset == leases[j-1].Offset+1 {
 			j++
@@ -293,8 +329,16 @@ func readLeased(log shardLog, leases []groups.Lease) ([]GroupRecord, error) {
 			if off != leases[k].Offset {
 				return false
 			}
+			if maxBytes > 0 && len(recs) > 0 && len(buf)+len(p) > maxBytes {
+				full = true
+				return false
+			}
 			if buf == nil { // one buffer per poll, sized for records like the first
-				buf = make([]byte, 0, len(p)*len(leases))
+				size := min(len(p)*len(leases), max(readLeasedFirstBuf, len(p)))
+				if maxBytes > 0 {
+					size = min(size, max(maxBytes, len(p)))
+				}
+				buf = make([]byte, 0, size)
 			}
 			buf = append(buf, p...)
 			ends = append(ends, len(buf))
@@ -304,16 +348,20 @@ func readLeased(log shardLog, leases []groups.Lease) ([]GroupRecord, error) {
 		})
 		var trimmed *trimmedError
 		if err != nil && !errors.As(err, &trimmed) {
-			return nil, err
+			return nil, 0, err
 		}
-		i = j
+		if full {
+			i = k // leases[k] did not fit
+		} else {
+			i = j
+		}
 	}
 	start := 0
-	for i := range recs {
-		recs[i].Payload = buf[start:ends[i]:ends[i]]
-		start = ends[i]
+	for r := range recs {
+		recs[r].Payload = buf[start:ends[r]:ends[r]]
+		start = ends[r]
 	}
-	return recs, nil
+	return recs, min(i, len(leases)), nil
 }
 
 // groupTable is a core's group state (the core's groupShards slot).

@@ -136,3 +136,60 @@ func TestGroupLogsCompactAndRecover(t *testing.T) {
 		t.Fatalf("dead letters after compaction and restart: %+v", list)
 	}
 }
+
+// An answer never carries more than MaxBytes of payload (soak finding 5: one poll's
+// 256 records were larger than a frame, so its answer was lost on every redelivery
+// and they were never delivered). The records that do not fit are given back: a
+// parked poll of another consumer gets them at once, as delivery 1; a record larger
+// than MaxBytes on its own is still handed out, alone.
+func TestGroupPollAnswerBoundedByMaxBytes(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), nil)
+	h.create(groupSpec)
+	sizes := []int{100, 100, 100, 300, 100}
+	recs := make([][]byte, len(sizes))
+	for i, n := range sizes {
+		recs[i] = make([]byte, n)
+		recs[i][0] = byte(i)
+	}
+	if a := h.publish(&PublishRequest{Stream: testStream, Payloads: recs}); a == nil {
+		t.Fatal("publish")
+	}
+	h.step(3)
+	poll := func(consumer uint64, wait time.Duration) *groupAnswer {
+		a := &groupAnswer{}
+		req := GroupPollRequest{Stream: testStream, Group: "g", Consumer: consumer, MaxRecords: 10, MaxWait: wait, MaxBytes: 250}
+		if err := h.e.GroupPoll(req, a.poll); err != nil {
+			t.Fatal(err)
+		}
+		h.step(3)
+		return a
+	}
+	h.hold(true) // consumer 1's delivery record stays in flight: its answer waits
+	first := poll(1, 0)
+	parked := poll(3, time.Second) // everything is leased to consumer 1: parks
+	if first.calls != 0 || parked.calls != 0 {
+		t.Fatalf("answered before the delivery record was durable: %+v %+v", first, parked)
+	}
+	h.hold(false)
+	h.step(3)
+	wantRecords(t, first, 0, 1) // 300 bytes would not fit: offsets 2, 3, 4 given back
+	for i, r := range first.records {
+		if len(r.Payload) != 100 || r.Payload[0] != byte(i) || r.Delivery != 1 {
+			t.Fatalf("record %d: %d bytes, first %d, delivery %d", r.Offset, len(r.Payload), r.Payload[0], r.Delivery)
+		}
+	}
+	if parked.calls == 0 {
+		h.clock.advance(time.Millisecond) // the group timer's minimum delay
+		h.step(3)
+	}
+	wantRecords(t, parked, 2) // 100 + 300 > 250: offsets 3 and 4 given back again
+	if parked.records[0].Delivery != 1 {
+		t.Fatalf("given-back record delivered as delivery %d, want 1", parked.records[0].Delivery)
+	}
+	large := poll(2, 0)
+	wantRecords(t, large, 3) // alone, though larger than MaxBytes
+	if p := large.records[0]; len(p.Payload) != 300 || p.Payload[0] != 3 || p.Delivery != 1 {
+		t.Fatalf("large record: %d bytes, first %d, delivery %d", len(p.Payload), p.Payload[0], p.Delivery)
+	}
+	wantRecords(t, poll(1, 0), 4)
+}

@@ -318,6 +318,33 @@ func (s *Shard) Nack(group string, consumer ConsumerID, refs []Ref, delayMillis,
 	return s.fx.batch, refusedError(refused)
 }
 
+// Return gives back leases whose records the core could not hand to the consumer (the
+// answer would have exceeded the bytes one answer may carry, core GroupPollRequest.MaxBytes):
+// each ref whose lease is current for consumer becomes ready for redelivery at nowMillis
+// with its delivery count lowered by one, as the delivery never happened. Nothing is
+// written: the cursor log keeps the higher count, so a restart over-counts that delivery
+// by one and never under-counts. Refs that are not current leases of consumer are
+// skipped. It returns how many leases were given back. Errors: ErrUnknownGroup.
+func (s *Shard) Return(group string, consumer ConsumerID, refs []Ref, nowMillis int64) (int, error) {
+	g, err := s.lookup(group)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, ref := range refs {
+		e, apply, err := check(g, consumer, ref, nowMillis)
+		if err != nil || !apply {
+			continue
+		}
+		if e.deliveries > 0 {
+			e.deliveries--
+		}
+		g.setPending(ref.Offset, e, nowMillis)
+		n++
+	}
+	return n, nil
+}
+
 // deadLetter gives up on off: a dead-letter record, then its entry in the open cursor
 // record rec (kind KindDead).
 func (s *Shard) deadLetter(g *group, rec *recordBuilder, off uint64, deliveries uint32, now int64) {

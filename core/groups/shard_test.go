@@ -382,3 +382,31 @@ func TestScheduleMemoryIsBoundedByOutstanding(t *testing.T) {
 		t.Fatalf("lease heap %d, order queue %d items with %d outstanding", len(g.leases), len(g.order.items), len(g.entries))
 	}
 }
+
+// Leases the core could not hand out (its answer would have been too large) are given
+// back: ready for the next poll at once, their delivery not counted; leases that are not
+// current leases of the consumer are left alone.
+func TestReturnGivesLeasesBackUncounted(t *testing.T) {
+	r := newRig(t, GroupConfig{})
+	wantOffsets(t, r.poll("g", 1, 4, 4), 0, 1, 2, 3)
+	n, err := r.s.Return("g", 1, []Ref{{Offset: 2, Delivery: 1}, {Offset: 3}, {Offset: 1, Delivery: 7}}, r.now)
+	if err != nil || n != 2 {
+		t.Fatalf("return: %d, %v; want 2 given back", n, err)
+	}
+	if n, _ := r.s.Return("g", 2, []Ref{{Offset: 0}}, r.now); n != 0 {
+		t.Fatalf("another consumer gave back %d leases", n)
+	}
+	got := r.poll("g", 2, 10, 4)
+	wantOffsets(t, got, 2, 3)
+	for _, l := range got {
+		if l.Delivery != 1 {
+			t.Fatalf("lease %+v: a given-back lease must be delivered as delivery 1 again", l)
+		}
+	}
+	if err := r.ack("g", 1, 0, 1); err != nil {
+		t.Fatalf("leases kept by consumer 1: %v", err)
+	}
+	if _, err := r.s.Return("nope", 1, nil, r.now); !errors.Is(err, ErrUnknownGroup) {
+		t.Fatalf("unknown group: %v", err)
+	}
+}
