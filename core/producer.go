@@ -226,19 +226,33 @@ func decodeProducerRecord(b []byte) (producerKey, uint64, uint64, error) {
 
 // recover rebuilds the window from the producers log, keeping keys whose
 // records are in the data log (last < dataNext).
+//
+// A key record can outlive its data: the two logs are written separately, so
+// a crash may keep the key of a batch whose data write never completed (that
+// batch was never acknowledged). Its offsets are then reused by later
+// batches, whose key records follow it in the producers log. Offsets of live
+// batches only grow, so a key record whose first offset is at or below an
+// earlier record's last offset proves the earlier ones stale: they are
+// dropped, never answered as duplicates pointing at another batch's records.
 func (w *producerWindow) recover(log shardLog, dataNext uint64) error {
 	from := log.EarliestOffset()
+	var replayed []*producerEntry // in log order; offsets ascend among live ones
 	for from < log.CommittedOffset() {
 		read := 0
 		err := log.ReadCommitted(from, 1<<20, func(off uint64, _ int64, p []byte) bool {
 			from = off + 1
 			read++
 			key, first, last, err := decodeProducerRecord(p)
-			if err != nil || last >= dataNext {
+			if err != nil {
+				return true
+			}
+			replayed = w.dropStale(replayed, first)
+			if last >= dataNext {
 				return true
 			}
 			e := w.begin(key.id, key.sequence, first, last)
 			e.committed, e.logged = true, true
+			replayed = append(replayed, e)
 			return true
 		})
 		if err != nil {
@@ -249,4 +263,18 @@ func (w *producerWindow) recover(log shardLog, dataNext uint64) error {
 		}
 	}
 	return nil
+}
+
+// dropStale forgets the replayed entries (the tail of replayed) whose offsets
+// reach first: their data was lost and the offsets reused (see recover).
+func (w *producerWindow) dropStale(replayed []*producerEntry, first uint64) []*producerEntry {
+	for len(replayed) > 0 && replayed[len(replayed)-1].last >= first {
+		e := replayed[len(replayed)-1]
+		if w.entries[e.key] == e {
+			delete(w.entries, e.key)
+		}
+		replayed[len(replayed)-1] = nil
+		replayed = replayed[:len(replayed)-1]
+	}
+	return replayed
 }
