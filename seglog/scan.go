@@ -60,13 +60,13 @@ func (s *scanner) at(pos int64, n int) ([]byte, error) {
 
 // scanResult is where a forward scan stopped.
 type scanResult struct {
-	end      int64  // byte position after the last good record
-	next     uint64 // offset after the last good record
-	count    int64  // good records scanned
-	maxTs    int64  // newest timestamp among good records
-	zeroEnd  bool   // stopped at an all-zero header (end of written data)
-	err      error  // *CorruptionError (Position absolute) or I/O error; nil at clean end
-	torn     bool   // err is explained by a torn write (see isTorn)
+	end     int64  // byte position after the last good record
+	next    uint64 // offset after the last good record
+	count   int64  // good records scanned
+	maxTs   int64  // newest timestamp among good records
+	zeroEnd bool   // stopped at an all-zero header (end of written data)
+	err     error  // *CorruptionError (Position absolute) or I/O error; nil at clean end
+	torn    bool   // err is explained by a torn write (see isTorn)
 }
 
 // scanRecords walks records from pos (expected offset off) to the end of the
