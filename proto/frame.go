@@ -163,29 +163,48 @@ func ClassifyFlags(flags uint16) (Layout, error) {
 // The body is valid until buf is reused.
 func ReadFrame(r io.Reader, buf []byte, maxFrame uint32) (Header, []byte, error) {
 	var hb [HeaderSize]byte
-	if n, err := io.ReadFull(r, hb[:]); err != nil {
-		if errors.Is(err, io.EOF) && n == 0 {
-			return Header{}, nil, io.EOF
-		}
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return Header{}, nil, decodeErr("header", n, ErrIncomplete)
-		}
+	if err := readFrameHeader(r, hb[:]); err != nil {
 		return Header{}, nil, err
 	}
 	h, err := DecodeHeader(hb[:], maxFrame)
 	if err != nil {
 		return Header{}, nil, err
 	}
-	body := buf[:0]
-	if uint32(cap(body)) < h.Length {
-		body = make([]byte, h.Length)
-	}
-	body = body[:h.Length]
-	if n, err := io.ReadFull(r, body); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return Header{}, nil, decodeErr("body", HeaderSize+n, ErrIncomplete)
-		}
+	body, err := readFrameBody(r, buf, h.Length, HeaderSize)
+	if err != nil {
 		return Header{}, nil, err
 	}
 	return h, body, nil
+}
+
+// readFrameHeader fills hb from r (shared by ReadFrame and ReadInternalFrame):
+// io.EOF for a clean end before the first byte, ErrIncomplete inside the header.
+func readFrameHeader(r io.Reader, hb []byte) error {
+	n, err := io.ReadFull(r, hb)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, io.EOF) && n == 0:
+		return io.EOF
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return decodeErr("header", n, ErrIncomplete)
+	}
+	return err
+}
+
+// readFrameBody reads length body bytes into buf when it is large enough (else
+// a new slice); a stream ending early is ErrIncomplete at its frame offset.
+func readFrameBody(r io.Reader, buf []byte, length uint32, headerSize int) ([]byte, error) {
+	body := buf[:0]
+	if uint32(cap(body)) < length {
+		body = make([]byte, length)
+	}
+	body = body[:length]
+	if n, err := io.ReadFull(r, body); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, decodeErr("body", headerSize+n, ErrIncomplete)
+		}
+		return nil, err
+	}
+	return body, nil
 }

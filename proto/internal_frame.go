@@ -2,7 +2,6 @@ package proto
 
 import (
 	"encoding/binary"
-	"errors"
 	"io"
 )
 
@@ -86,28 +85,15 @@ func AppendInternalFrame(dst []byte, m InternalMessage) ([]byte, error) {
 // reading, a clean end of stream is io.EOF, a header problem is a *FatalError.
 func ReadInternalFrame(r io.Reader, buf []byte, maxFrame uint32) (InternalHeader, []byte, error) {
 	var hb [InternalHeaderSize]byte
-	if n, err := io.ReadFull(r, hb[:]); err != nil {
-		if errors.Is(err, io.EOF) && n == 0 {
-			return InternalHeader{}, nil, io.EOF
-		}
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return InternalHeader{}, nil, decodeErr("header", n, ErrIncomplete)
-		}
+	if err := readFrameHeader(r, hb[:]); err != nil {
 		return InternalHeader{}, nil, err
 	}
 	h, err := DecodeInternalHeader(hb[:], maxFrame)
 	if err != nil {
 		return InternalHeader{}, nil, err
 	}
-	body := buf[:0]
-	if uint32(cap(body)) < h.Length {
-		body = make([]byte, h.Length)
-	}
-	body = body[:h.Length]
-	if n, err := io.ReadFull(r, body); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return InternalHeader{}, nil, decodeErr("body", InternalHeaderSize+n, ErrIncomplete)
-		}
+	body, err := readFrameBody(r, buf, h.Length, InternalHeaderSize)
+	if err != nil {
 		return InternalHeader{}, nil, err
 	}
 	return h, body, nil
