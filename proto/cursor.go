@@ -75,14 +75,7 @@ func (c *cursor) str16(field string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := c.bytes(field, int(n))
-	if err != nil {
-		return nil, err
-	}
-	if !utf8.Valid(v) {
-		return nil, decodeErr(field, start, ErrInvalidUTF8)
-	}
-	return v, nil
+	return c.utf8Bytes(field, start, int(n))
 }
 
 // str8 reads a u8 length then that many bytes of valid UTF-8.
@@ -92,7 +85,13 @@ func (c *cursor) str8(field string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := c.bytes(field, int(n))
+	return c.utf8Bytes(field, start, int(n))
+}
+
+// utf8Bytes reads n bytes that must be valid UTF-8; an invalid string is
+// reported at start, where its length prefix began.
+func (c *cursor) utf8Bytes(field string, start, n int) ([]byte, error) {
+	v, err := c.bytes(field, n)
 	if err != nil {
 		return nil, err
 	}
