@@ -128,25 +128,13 @@ func WithInsecureSkipVerify() Option {
 // WithConnPool sets how many QUIC connections the client keeps to the broker (default 2,
 // at least 1). Requests and subscriptions are spread over them round-robin.
 func WithConnPool(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return fmt.Errorf("%w: connection pool size %d", ErrInvalidArgument, n)
-		}
-		c.conns = n
-		return nil
-	}
+	return atLeastOne("connection pool size", n, func(c *config) *int { return &c.conns })
 }
 
 // WithStreamsPerConn sets how many authenticated request streams each connection keeps
 // for publishes, cache and group requests (default 2, at least 1; spec/config.md §6).
 func WithStreamsPerConn(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return fmt.Errorf("%w: streams per connection %d", ErrInvalidArgument, n)
-		}
-		c.streamsPerConn = n
-		return nil
-	}
+	return atLeastOne("streams per connection", n, func(c *config) *int { return &c.streamsPerConn })
 }
 
 // WithMaxFrameBytes sets the largest frame accepted from the broker and sent to it
@@ -189,26 +177,14 @@ func WithReconnectBackoff(min, max time.Duration) Option {
 // CounterGet, Ack, DeadLetters, idempotent publishes) is sent after indeterminate answers
 // (default 3, at least 1).
 func WithMaxAttempts(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return fmt.Errorf("%w: max attempts %d", ErrInvalidArgument, n)
-		}
-		c.maxAttempts = n
-		return nil
-	}
+	return atLeastOne("max attempts", n, func(c *config) *int { return &c.maxAttempts })
 }
 
 // WithSubscriptionQueue sets how many event batches a subscription buffers before its
 // reader stops reading (QUIC flow control then holds the broker back, whose drop_new
 // policy turns a lasting backlog into a reported gap). Default 64.
 func WithSubscriptionQueue(batches int) Option {
-	return func(c *config) error {
-		if batches < 1 {
-			return fmt.Errorf("%w: subscription queue %d", ErrInvalidArgument, batches)
-		}
-		c.subQueue = batches
-		return nil
-	}
+	return atLeastOne("subscription queue", batches, func(c *config) *int { return &c.subQueue })
 }
 
 // WithDialTimeout bounds one QUIC handshake (default 10 s).
@@ -218,6 +194,18 @@ func WithDialTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: dial timeout %v", ErrInvalidArgument, d)
 		}
 		c.dialTimeout = d
+		return nil
+	}
+}
+
+// atLeastOne is the Option setting the int field chosen by at to n, refusing
+// n < 1 with ErrInvalidArgument naming what.
+func atLeastOne(what string, n int, at func(*config) *int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("%w: %s %d", ErrInvalidArgument, what, n)
+		}
+		*at(c) = n
 		return nil
 	}
 }
