@@ -383,18 +383,9 @@ func (a *Admin) deleteNamespace(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Admin) listStreams(w http.ResponseWriter, r *http.Request) {
-	t, ns := r.PathValue("t"), r.PathValue("ns")
-	if !a.checkRequestNames(w, t, ns) {
-		return
+	if t, ns, ok := a.listScope(w, r, auth.ActionStreamManage); ok {
+		writeJSON(w, http.StatusOK, nonNil(a.Catalog.Streams(t, ns)))
 	}
-	if !a.allow(w, r, auth.ActionStreamManage, t, ns, "*") {
-		return
-	}
-	if _, err := a.Catalog.Namespace(t, ns); err != nil {
-		a.fail(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, nonNil(a.Catalog.Streams(t, ns)))
 }
 
 func (a *Admin) createStream(w http.ResponseWriter, r *http.Request) {
@@ -542,18 +533,9 @@ func (a *Admin) deleteStream(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Admin) listCaches(w http.ResponseWriter, r *http.Request) {
-	t, ns := r.PathValue("t"), r.PathValue("ns")
-	if !a.checkRequestNames(w, t, ns) {
-		return
+	if t, ns, ok := a.listScope(w, r, auth.ActionCacheManage); ok {
+		writeJSON(w, http.StatusOK, nonNil(a.Catalog.Caches(t, ns)))
 	}
-	if !a.allow(w, r, auth.ActionCacheManage, t, ns, "*") {
-		return
-	}
-	if _, err := a.Catalog.Namespace(t, ns); err != nil {
-		a.fail(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, nonNil(a.Catalog.Caches(t, ns)))
 }
 
 func (a *Admin) createCache(w http.ResponseWriter, r *http.Request) {
@@ -636,4 +618,20 @@ func nonNil[T any](v []T) []T {
 		return []T{}
 	}
 	return v
+}
+
+// listScope checks a namespace listing request: valid names, the manage
+// action on every object of the namespace (checked before existence, so a
+// refusal reveals nothing), then the namespace itself. It answers the request
+// and returns ok=false on any failure.
+func (a *Admin) listScope(w http.ResponseWriter, r *http.Request, action auth.Action) (t, ns string, ok bool) {
+	t, ns = r.PathValue("t"), r.PathValue("ns")
+	if !a.checkRequestNames(w, t, ns) || !a.allow(w, r, action, t, ns, "*") {
+		return "", "", false
+	}
+	if _, err := a.Catalog.Namespace(t, ns); err != nil {
+		a.fail(w, err)
+		return "", "", false
+	}
+	return t, ns, true
 }
