@@ -7,15 +7,15 @@ import (
 	"felix/proto"
 )
 
-// FLX1 frame constants used by the event frames the core builds
-// (spec/client-protocol.md §2, §3, §5.5).
+// FLX1 frame constants used by the event frames the core builds, taken from
+// proto (spec/client-protocol.md §2, §3, §5.5).
 const (
-	frameMagic         = 0x464C5831 // "FLX1"
-	frameVersion       = 1
-	frameHeaderLen     = 12
-	flagEventShared    = 0x0004 // FLAG_BINARY_EVENT_BATCH_SHARED
-	flagEventOffsets   = 0x0020 // FLAG_EVENT_BATCH_OFFSETS
-	eventEntryOverhead = 4      // u32 payload_len
+	frameMagic         = proto.Magic
+	frameVersion       = proto.Version
+	frameHeaderLen     = proto.HeaderSize
+	flagEventShared    = proto.FlagBinaryEventBatchShared
+	flagEventOffsets   = proto.FlagEventBatchOffsets
+	eventEntryOverhead = 4 // u32 payload_len
 )
 
 // eventFrameLen returns the encoded size of a shared event batch frame.
