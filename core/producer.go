@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 )
 
 // Idempotent producer (spec/client-protocol.md §8.10, PROPOSED there, decided
@@ -14,9 +15,11 @@ import (
 // publish still in flight waits for the original's outcome.
 //
 // Durability: a durable shard writes one record per idempotent publish to its
-// companion log "producers" in the same flush as the data, and acknowledges
-// on commit only once both are durable. Reopening rebuilds the window from
-// that log, keeping the keys whose records are in the data log. Past four
+// companion log "producers", staged before the batch's records, and the
+// record log never starts a write before the producers log holds every key
+// staged ahead of it (seglog.Log.WriteAfter); it acknowledges on commit only
+// once both are durable. Reopening rebuilds the window from that log,
+// keeping the keys whose records are in the data log (recover). Past four
 // windows of records the log is compacted to the current window.
 //
 // Key record layout (big-endian): u8 id_len, id_len bytes id, u64 sequence,
@@ -224,17 +227,35 @@ func decodeProducerRecord(b []byte) (producerKey, uint64, uint64, error) {
 	return key, first, last, nil
 }
 
+// producerRecovery is what recover found beyond the data log's end.
+type producerRecovery struct {
+	// unbacked: some key record names records that are not all in the data
+	// log (its batch's write never completed before a kill).
+	unbacked bool
+	// torn: the newest such key's batch is partly in the data log (a write
+	// cut short, first < dataNext <= last): cut is its first offset, where
+	// the data log must be truncated. Nothing of that batch was acknowledged
+	// or delivered: both wait for the whole write.
+	torn bool
+	cut  uint64
+}
+
 // recover rebuilds the window from the producers log, keeping keys whose
 // records are in the data log (last < dataNext).
 //
-// A key record can outlive its data: the two logs are written separately, so
-// a crash may keep the key of a batch whose data write never completed (that
-// batch was never acknowledged). Its offsets are then reused by later
-// batches, whose key records follow it in the producers log. Offsets of live
-// batches only grow, so a key record whose first offset is at or below an
-// earlier record's last offset proves the earlier ones stale: they are
-// dropped, never answered as duplicates pointing at another batch's records.
-func (w *producerWindow) recover(log shardLog, dataNext uint64) error {
+// The record log writes after the producers log (seglog.Log.WriteAfter) and a
+// key is staged before its records, so a kill can leave a key without its
+// records, never records without their key. A key whose records are missing
+// names offsets that later batches reuse, and their key records follow it in
+// the producers log. Offsets of live batches only grow, so a key record whose
+// first offset is at or below an earlier record's last offset proves the
+// earlier ones stale: they are dropped, never answered as duplicates pointing
+// at another batch's records. Un-keyed publishes reuse offsets without a key
+// record: the fence record that recoverProducers writes after a kill (a key
+// record with an empty producer id, at the data log's end) proves those stale.
+func (w *producerWindow) recover(log shardLog, dataNext uint64) (producerRecovery, error) {
+	var rec producerRecovery
+	var tornLast uint64
 	from := log.EarliestOffset()
 	var replayed []*producerEntry // in log order; offsets ascend among live ones
 	for from < log.CommittedOffset() {
@@ -247,7 +268,17 @@ func (w *producerWindow) recover(log shardLog, dataNext uint64) error {
 				return true
 			}
 			replayed = w.dropStale(replayed, first)
+			if rec.torn && first <= tornLast {
+				rec.torn = false // superseded, as dropStale says
+			}
+			if key.id == "" {
+				return true // a fence
+			}
 			if last >= dataNext {
+				rec.unbacked = true
+				if first < dataNext {
+					rec.torn, rec.cut, tornLast = true, first, last
+				}
 				return true
 			}
 			e := w.begin(key.id, key.sequence, first, last)
@@ -256,13 +287,66 @@ func (w *producerWindow) recover(log shardLog, dataNext uint64) error {
 			return true
 		})
 		if err != nil {
-			return err
+			return rec, err
 		}
 		if read == 0 {
-			return fmt.Errorf("producers log: no record at %d below %d", from, log.CommittedOffset())
+			return rec, fmt.Errorf("producers log: no record at %d below %d", from, log.CommittedOffset())
 		}
 	}
-	return nil
+	return rec, nil
+}
+
+// logOrderer is a shardLog whose writes can be ordered after another log's
+// (seglog.Log.WriteAfter).
+type logOrderer interface {
+	writeAfter(dep shardLog) error
+}
+
+// logTruncater is a shardLog that can drop its records at and above an
+// offset (seglog.Log.TruncateSuffix).
+type logTruncater interface {
+	TruncateSuffix(off uint64) error
+}
+
+// recoverProducers orders the record log after the producers log, rebuilds
+// the window, cuts a torn batch off the record log and, when the producers
+// log names records that are not there, appends a fence at the record log's
+// end before anything else is written (see recover).
+func (s *streamShard) recoverProducers() error {
+	if o, ok := s.records.(logOrderer); ok {
+		if err := o.writeAfter(s.producerLog); err != nil {
+			return err
+		}
+	}
+	rec, err := s.producers.recover(s.producerLog, s.records.NextOffset())
+	if err != nil {
+		return err
+	}
+	if rec.torn && rec.cut < s.records.NextOffset() {
+		t, ok := s.records.(logTruncater)
+		if !ok {
+			return fmt.Errorf("a batch at %d is torn and the record log cannot truncate", rec.cut)
+		}
+		dropped := s.records.NextOffset() - rec.cut
+		if err := t.TruncateSuffix(rec.cut); err != nil {
+			return fmt.Errorf("truncate the torn batch at %d: %w", rec.cut, err)
+		}
+		slog.Warn("core: dropped the records of a batch whose write a crash cut short (never acknowledged)",
+			"stream", s.name.String(), "shard", s.index, "from_offset", rec.cut, "records", dropped)
+	}
+	if !rec.unbacked {
+		return nil
+	}
+	next := s.records.NextOffset()
+	fence := appendProducerRecord(nil, producerKey{}, next, next)
+	return s.producerLog.Append([][]byte{fence}, s.c.clock.WallMicros(), s.fenceLogged)
+}
+
+// fenceLogged is the fence record's append callback.
+func (s *streamShard) fenceLogged(_, _ uint64, err error) {
+	if err != nil {
+		s.fail(storageError("producer fence commit", err))
+	}
 }
 
 // dropStale forgets the replayed entries (the tail of replayed) whose offsets

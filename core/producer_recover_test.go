@@ -35,7 +35,7 @@ func TestRecoverDropsKeysWhoseOffsetsWereReused(t *testing.T) {
 		rec(3, 12, 13), // live
 	}}
 	w := newProducerWindow(16)
-	if err := w.recover(log, 14); err != nil {
+	if _, err := w.recover(log, 14); err != nil {
 		t.Fatal(err)
 	}
 	if e := w.entries[producerKey{"p", 1}]; e != nil {
@@ -48,7 +48,7 @@ func TestRecoverDropsKeysWhoseOffsetsWereReused(t *testing.T) {
 	}
 	// A key beyond the recovered data is dropped too (its data never landed).
 	w2 := newProducerWindow(16)
-	if err := w2.recover(&keyLog{recs: [][]byte{rec(0, 0, 9), rec(1, 10, 11)}}, 10); err != nil {
+	if _, err := w2.recover(&keyLog{recs: [][]byte{rec(0, 0, 9), rec(1, 10, 11)}}, 10); err != nil {
 		t.Fatal(err)
 	}
 	if w2.entries[producerKey{"p", 1}] != nil || w2.entries[producerKey{"p", 0}] == nil {

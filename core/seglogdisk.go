@@ -66,6 +66,9 @@ func (d *seglogDisk) OpenLog(kind logKind, name StreamName, shard int) (shardLog
 	switch kind {
 	case logProducers: // bounded by compaction instead (producer.go)
 		opts.Dir = seglog.CompanionDir(opts.Dir, companionProducers)
+		// A plain pwrite: the record log's writes wait for this log's
+		// (writeAfter), and a buffered write lands inside the same Flush.
+		opts.Buffered = true
 	case logRecords:
 		opts.RetentionBytes, opts.RetentionAge = d.retention.RetentionBytes, d.retention.RetentionAge
 	case logGroupCursors: // bounded by compaction (group_ops.go)
@@ -115,6 +118,19 @@ type seglogLog struct {
 func (l *seglogLog) Append(payloads [][]byte, ts int64, done func(first, last uint64, err error)) error {
 	return l.log.Append(payloads, ts, done)
 }
+
+// writeAfter orders this log's writes after dep's (seglog.Log.WriteAfter):
+// a stream shard's records after its producer keys (producer.go).
+func (l *seglogLog) writeAfter(dep shardLog) error {
+	d, ok := dep.(*seglogLog)
+	if !ok {
+		return fmt.Errorf("core: write order across disks: %T", dep)
+	}
+	return l.log.WriteAfter(d.log)
+}
+
+// TruncateSuffix drops every record at or above off (seglog.Log.TruncateSuffix).
+func (l *seglogLog) TruncateSuffix(off uint64) error { return l.log.TruncateSuffix(off) }
 
 // EnforceRetention drops head segments per the log's retention options.
 func (l *seglogLog) EnforceRetention(now time.Time) (int, error) { return l.log.EnforceRetention(now) }

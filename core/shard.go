@@ -107,7 +107,7 @@ func (s *streamShard) openLogs() error {
 		_ = s.records.Close()
 		return storageError(fmt.Sprintf("open producers of %s shard %d", s.name, s.index), err)
 	}
-	if err = s.producers.recover(s.producerLog, s.records.NextOffset()); err != nil {
+	if err = s.recoverProducers(); err != nil {
 		_ = s.records.Close()
 		_ = s.producerLog.Close()
 		return storageError(fmt.Sprintf("recover producers of %s shard %d", s.name, s.index), err)
@@ -166,21 +166,27 @@ func (s *streamShard) apply(req *PublishRequest, done func(PublishResult, error)
 		return
 	}
 	first := s.records.NextOffset()
+	last := first + uint64(len(req.Payloads)) - 1
 	var frame []byte
 	if len(s.subs) > 0 {
 		frame = encodeEventFrame(true, first, req.Payloads)
 	}
-	if err := s.records.Append(req.Payloads, ts, s.onAppended); err != nil {
-		err = storageError("append", err)
-		s.fail(err)
-		done(PublishResult{}, err)
-		return
-	}
-	last := first + uint64(len(req.Payloads)) - 1
 	entry := inflightPublish{first: first, last: last, frame: frame, stagedNanos: now}
+	// The key is staged before the records: the record log writes after the
+	// producers log (openLogs), so a kill never leaves these records on disk
+	// without their key (producer.go, "Durability").
 	if req.ProducerID != "" {
 		entry.producer = s.producers.begin(req.ProducerID, req.Sequence, first, last)
 		s.logProducer(entry.producer)
+	}
+	if err := s.records.Append(req.Payloads, ts, s.onAppended); err != nil {
+		err = storageError("append", err)
+		s.fail(err)
+		if entry.producer != nil {
+			s.producers.abort(s, entry.producer, err)
+		}
+		done(PublishResult{}, err)
+		return
 	}
 	if ackMode(req.Ack, true) == AckOnCommit {
 		entry.done = done

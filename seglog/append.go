@@ -156,6 +156,9 @@ func (l *Log) stageRecords(s *segment, payloads [][]byte, ts int64, total int) {
 func (l *Log) pushCallback(p pendingAppend) {
 	u := l.active
 	u.cbs = append(u.cbs, p)
+	if l.dep != nil {
+		u.gate = l.dep.next
+	}
 }
 
 // stageUnit returns the open unit of segment s with room for need bytes.
@@ -286,6 +289,9 @@ func (l *Log) submit() error {
 		if z := u.seg.zeroFlight; z > 0 && u.filePos+int64(u.n+l.block) > u.seg.zeroEnd {
 			return nil // would overlap the pre-zeroing write in flight
 		}
+		if open, err := l.gateOpen(u); !open {
+			return err
+		}
 		return l.startWrite(u)
 	}
 	return nil
@@ -382,7 +388,7 @@ func (l *Log) hasWork() bool {
 	}
 	for _, u := range l.units {
 		switch {
-		case u.state == unitStaged && l.inflightWrite == nil && l.sealPending == nil:
+		case u.state == unitStaged && l.inflightWrite == nil && l.sealPending == nil && !l.gateShut(u):
 			return true // a write the ring refused (ErrTooManyInFlight)
 		case u.state == unitWritten && !l.syncInFlight && l.opts.FsyncMode == FsyncOnCommit:
 			return true // an fdatasync the ring refused
@@ -424,6 +430,8 @@ func (l *Log) startWrite(u *unit) error {
 	res := int64(len(b))
 	if err != nil {
 		res = -1
+	} else {
+		l.landed = u.next // a plain pwrite: in the file once it returned
 	}
 	l.d.local = append(l.d.local, localCompletion{userData: ud, res: res, err: err})
 	return nil
@@ -525,6 +533,10 @@ func (l *Log) opDone(tag uint64, res int64, err error) {
 		}
 		u.state = unitWritten
 		l.written = u.next
+		l.landed = max(l.landed, u.next)
+		if l.gated != nil {
+			l.d.markPending(l.gated)
+		}
 		if l.opts.FsyncMode != FsyncOnCommit {
 			u.state = unitDone
 		}
@@ -644,6 +656,10 @@ func (l *Log) fail(err error) {
 		u.cbs = u.cbs[:0]
 	}
 	l.active = nil
+	if g := l.gated; g != nil && g.failed == nil {
+		// What g's writes wait for will never land (WriteAfter).
+		g.fail(storageErr("write", g.dir, fmt.Errorf("the log it writes after (%s) failed: %w", l.dir, err)))
+	}
 }
 
 // periodicOwed reports whether a periodic fdatasync is due.
@@ -730,6 +746,9 @@ func (l *Log) Close() error {
 	l.units = nil
 	l.freeAll()
 	delete(l.d.logs, l.id)
+	if l.dep != nil {
+		l.dep.gated, l.dep = nil, nil
+	}
 	return err
 }
 

@@ -58,6 +58,13 @@ type Log struct {
 	syncTarget    uint64
 	syncDue       int64 // unix nanos when the next periodic fdatasync is due
 	written       uint64
+	// landed is the offset below which every staged record has reached the
+	// file (written, not necessarily fsynced): set when a write completes,
+	// synchronously for a plain pwrite. WriteAfter's gate reads it.
+	landed uint64
+	// dep is the log this one writes after (WriteAfter); gated is the log
+	// that writes after this one.
+	dep, gated *Log
 
 	failed      error
 	closed      bool
@@ -88,6 +95,7 @@ type unit struct {
 	dataStart  int    // first byte not yet on disk (buffered writes start here)
 	n          int    // end of staged bytes
 	first      uint64 // first offset staged in this unit
+	gate       uint64 // WriteAfter: the dependency's NextOffset at this unit's last append
 	next       uint64
 	cbs        []pendingAppend
 	state      int
@@ -156,7 +164,7 @@ func (l *Log) openLog() error {
 		return err
 	}
 	a := l.activeSeg()
-	l.next, l.written = a.next, a.next
+	l.next, l.written, l.landed = a.next, a.next, a.next
 	l.committed.Store(a.next)
 	l.durable.Store(a.next)
 	l.earliest.Store(l.segs[0].base)
@@ -202,7 +210,10 @@ func (l *Log) openSegment(id uint64, newest bool) error {
 	}
 	hb := make([]byte, SegmentHeaderLen)
 	n, _ := readFull(f, hb, 0)
-	if newest && len(l.segs) > 0 && n < SegmentHeaderLen {
+	// Shorter than a header: a creation cut short (a kill between the create
+	// and the header's write), holding no record: an abandoned preparation
+	// (spec §5), also when it is the only segment.
+	if newest && n < SegmentHeaderLen {
 		f.Close()
 		return l.removeAbandoned(id)
 	}

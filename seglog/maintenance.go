@@ -54,7 +54,7 @@ func (l *Log) TruncateSuffix(off uint64) error {
 	if err := l.cutSegment(l.segs[i], off); err != nil {
 		return l.failWith(err)
 	}
-	l.next, l.written = off, off
+	l.next, l.written, l.landed = off, off, off
 	keep := 0
 	for keep < len(l.epochs) && l.epochs[keep].StartOffset < off {
 		keep++
@@ -258,7 +258,7 @@ func (l *Log) Reset(base uint64) error {
 	if err := l.createSegment(nextID, base, WriteVersion); err != nil {
 		return l.failWith(err)
 	}
-	l.next, l.written = base, base
+	l.next, l.written, l.landed = base, base, base
 	l.earliest.Store(base)
 	l.committed.Store(base)
 	l.durable.Store(base)
