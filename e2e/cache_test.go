@@ -78,7 +78,8 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 	began := time.Now()
 	var writeTime time.Duration
 	writing := true
-	var completed int64
+	wl := &workload{total: int64(len(c.files))}
+	tr := &pubTrack{epoch: &wl.epoch, stamps: make([]stamp, len(c.files))}
 	for range cacheWorkers {
 		wg.Add(1)
 		go func() {
@@ -86,11 +87,12 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 			for i := range jobs {
 				f := &c.files[i]
 				octx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				tr.sent(i)
 				perr := cl.Put(octx, cacheName, f.path, []byte(hex.EncodeToString(f.sum[:])), cacheTTL)
 				_, cerr := cl.CounterAdd(octx, cacheName, filepath.Dir(f.path), 1)
 				cancel()
+				tr.answered(i)
 				mu.Lock()
-				completed++
 				puts[i] = classify(perr)
 				m := counters[filepath.Dir(f.path)]
 				switch classify(cerr) {
@@ -120,10 +122,15 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 		starts, kills, _ := b.stats()
 		mu.Lock()
 		defer mu.Unlock()
-		return fmt.Sprintf("cache: %d of %d files written, %d kills, %d starts", completed, len(c.files), kills, starts)
+		return fmt.Sprintf("cache: %d of %d files written, %d kills, %d starts", tr.completed.Load(), len(c.files), kills, starts)
 	})
 	defer stopLog()
-	if err := killer(ctx, b, cfg.kills, func() (bool, int64) { mu.Lock(); defer mu.Unlock(); return writing, completed }); err != nil {
+	wl.completed, wl.inflight = tr.completed.Load, tr.inflight.Load
+	wl.busy = func() bool { mu.Lock(); defer mu.Unlock(); return writing }
+	seed := e2eSeed(t)
+	t.Logf("cache: kill schedule seed FELIX_TEST_SEED=%d", seed)
+	kl, err := killer(ctx, b, cfg.kills, wl, seed)
+	if err != nil {
 		t.Fatalf("killer: %v", err)
 	}
 	if err := waitFor(ctx, func() bool { mu.Lock(); defer mu.Unlock(); return !writing }); err != nil {
@@ -241,6 +248,9 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 	fmt.Fprintf(&tb, "| `felix log verify` (cache shards + counter logs) | %d dirs, %d failed | %s |\n", verified, len(verifyFailures), verdict(len(verifyFailures) == 0))
 	fmt.Fprintf(&tb, "| broker peak RSS (max VmHWM over all processes) | %.0f MiB (bound %d MiB) | %s |\n", float64(peak)/(1<<20), cfg.rssBound>>20, verdict(peak <= cfg.rssBound))
 	fmt.Fprintf(&tb, "| data dir on disk (allocated blocks; %d MiB segments) | %.0f MiB | |\n", segmentBytes>>20, float64(diskUsage(b.dataDir))/(1<<20))
+	ackedAt := kl.ackedInflight(tr.stamps, func(i int) bool { return puts[i] == outAcked })
+	t.Logf("cache: operations in flight at each counted kill %v; of them acknowledged puts %v", kl.inflight, ackedAt)
+	tb.WriteString(kl.rows("cache writes", cfg.kills, ackedAt))
 	secs := writeTime.Seconds()
 	fmt.Fprintf(&tb, "| write throughput with the kills (put + counter add per file) | %.0f files/s over %.1f s | |\n", float64(len(c.files))/secs, secs)
 
@@ -256,8 +266,8 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 	if peak > cfg.rssBound {
 		t.Errorf("broker peak RSS %.0f MiB above the bound %d MiB", float64(peak)/(1<<20), cfg.rssBound>>20)
 	}
-	if kills < cfg.kills {
-		t.Errorf("only %d kills, want %d", kills, cfg.kills)
+	if msg := kl.failure(cfg.kills); msg != "" {
+		t.Error(msg)
 	}
 	return tb.String()
 }

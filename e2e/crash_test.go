@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strconv"
@@ -187,43 +186,6 @@ func writeReport(path, name, body string) error {
 	return os.WriteFile(path, []byte(s), 0o644)
 }
 
-// killer SIGKILLs the broker want times at random moments and restarts it on the same
-// data dir each time. While the workload is busy, each kill waits until the workload made
-// progress since the previous restart (work() counts completed operations; at most
-// killWait), then a random 0-800 ms more, so kills land on live traffic rather than only on
-// clients still reconnecting. want == 0 is a baseline run without kills. It returns the first
-// restart error.
-// killWait bounds how long a kill waits for the workload to progress after a restart.
-const killWait = 5 * time.Second
-
-func killer(ctx context.Context, b *broker, want int, work func() (busy bool, done int64)) error {
-	for n := 0; n < want; n++ {
-		_, mark := work()
-		// At most killWait: a client still waiting out a dead connection (docs/soak.md, known
-		// findings) would otherwise make every kill cost a QUIC idle timeout.
-		wctx, cancel := context.WithTimeout(ctx, killWait)
-		waitFor(wctx, func() bool { busy, done := work(); return !busy || done > mark })
-		cancel()
-		sleepCtx(ctx, time.Duration(rand.IntN(800))*time.Millisecond)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		down := time.Now()
-		b.kill()
-		sleepCtx(ctx, time.Duration(rand.IntN(100))*time.Millisecond)
-		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		err := b.start(sctx)
-		cancel()
-		if err != nil {
-			return err
-		}
-		b.mu.Lock()
-		b.downTime += time.Since(down)
-		b.mu.Unlock()
-	}
-	return nil
-}
-
 // outcome of one file's publish.
 type outcome uint8
 
@@ -241,11 +203,27 @@ type pubResult struct {
 	duplicate  bool
 }
 
+// pubTrack is what publishAll tells the killer: files answered, files in flight, and
+// each file's epochs (workload).
+type pubTrack struct {
+	completed, inflight atomic.Int64
+	epoch               *atomic.Int64
+	stamps              []stamp
+}
+
+// sent and answered stamp file i and count it in flight or answered.
+func (p *pubTrack) sent(i int) { p.stamps[i].sent = p.epoch.Load(); p.inflight.Add(1) }
+func (p *pubTrack) answered(i int) {
+	p.stamps[i].answered = p.epoch.Load()
+	p.inflight.Add(-1)
+	p.completed.Add(1)
+}
+
 // publishAll publishes every corpus file through idempotent Publishers (one per worker),
 // per-batch acks, offsets requested. A refused batch (nothing applied) is published again
 // as new records, up to 5 times; an indeterminate one is only ever re-sent by the SDK's
 // idempotent producer with its original request id.
-func publishAll(ctx context.Context, cl *client.Client, c *corpus, workers int, completed *atomic.Int64) ([]pubResult, error) {
+func publishAll(ctx context.Context, cl *client.Client, c *corpus, workers int, tr *pubTrack) ([]pubResult, error) {
 	results := make([]pubResult, len(c.files))
 	jobs := make(chan int)
 	var wg sync.WaitGroup
@@ -272,11 +250,13 @@ func publishAll(ctx context.Context, cl *client.Client, c *corpus, workers int, 
 					// Changed or removed since it was listed (a package installed meanwhile):
 					// never published, so it must never be delivered.
 					results[i].outcome = outSkipped
-					completed.Add(1)
+					tr.completed.Add(1)
 					continue
 				}
+				tr.sent(i)
 				p, err := pub.Publish(ctx, payload)
 				if err != nil {
+					tr.answered(i)
 					mu.Lock()
 					if firstErr == nil {
 						firstErr = fmt.Errorf("publish %s: %w", c.files[i].path, err)
@@ -301,7 +281,7 @@ func publishAll(ctx context.Context, cl *client.Client, c *corpus, workers int, 
 				default:
 					r.outcome = outIndeterminate
 				}
-				completed.Add(1)
+				tr.answered(wt.i)
 			}
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			pub.Close(cctx)
@@ -337,7 +317,9 @@ func publishAll(ctx context.Context, cl *client.Client, c *corpus, workers int, 
 				results[i].outcome = outSkipped
 				continue
 			}
+			tr.sent(i)
 			res, err := pub.PublishSync(ctx, payload)
+			tr.answered(i)
 			switch {
 			case err == nil:
 				results[i] = pubResult{outcome: outAcked, lastOffset: res.LastOffset, duplicate: res.Duplicate}
@@ -475,7 +457,8 @@ func runStream(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin 
 
 	// Publish while the killer runs.
 	var pubDone sync.WaitGroup
-	var completed atomic.Int64
+	wl := &workload{total: int64(len(c.files))}
+	tr := &pubTrack{epoch: &wl.epoch, stamps: make([]stamp, len(c.files))}
 	var results []pubResult
 	var pubErr error
 	var publishing = true
@@ -485,7 +468,7 @@ func runStream(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin 
 	pubDone.Add(1)
 	go func() {
 		defer pubDone.Done()
-		results, pubErr = publishAll(ctx, cl, c, 2, &completed)
+		results, pubErr = publishAll(ctx, cl, c, 2, tr)
 		pmu.Lock()
 		publishing, pubTime = false, time.Since(pubStart)
 		pmu.Unlock()
@@ -497,14 +480,14 @@ func runStream(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin 
 			at[s] = sub.next.Load()
 		}
 		return fmt.Sprintf("%s: %d of %d files published, %d kills, %d starts, subscribers at %v, group delivered %d offsets",
-			backend, completed.Load(), len(c.files), kills, starts, at, grp.delivered())
+			backend, tr.completed.Load(), len(c.files), kills, starts, at, grp.delivered())
 	})
 	defer stopLog()
-	killErr := killer(ctx, b, cfg.kills, func() (bool, int64) {
-		pmu.Lock()
-		defer pmu.Unlock()
-		return publishing, completed.Load()
-	})
+	wl.completed, wl.inflight = tr.completed.Load, tr.inflight.Load
+	wl.busy = func() bool { pmu.Lock(); defer pmu.Unlock(); return publishing }
+	seed := e2eSeed(t)
+	t.Logf("%s: kill schedule seed FELIX_TEST_SEED=%d", backend, seed)
+	kl, killErr := killer(ctx, b, cfg.kills, wl, seed)
 	pubDone.Wait()
 	if killErr != nil {
 		t.Fatalf("killer: %v", killErr)
@@ -576,6 +559,9 @@ func runStream(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin 
 	st.verified, st.verifyFailures = verified, verifyFailures
 	st.disk = diskUsage(b.dataDir)
 	st.redriven = redriven
+	st.killLog = kl
+	st.ackedInflight = kl.ackedInflight(tr.stamps, func(i int) bool { return results[i].outcome == outAcked })
+	t.Logf("%s: records in flight at each counted kill %v; of them acknowledged %v", backend, kl.inflight, st.ackedInflight)
 	table := st.table(backend, cfg)
 	if catchUp != nil {
 		t.Errorf("consumers did not reach the end offsets %v: %v", end, catchUp)
@@ -608,6 +594,8 @@ type streamStats struct {
 	verified                               int
 	verifyFailures                         []string
 	totalRecords                           uint64
+	killLog                                *killLog
+	ackedInflight                          []int // per counted kill: acknowledged files in flight at it
 }
 
 func accountStream(c *corpus, results []pubResult, subs []*shardSub, grp *groupState, end []uint64) *streamStats {
@@ -723,7 +711,9 @@ func (st *streamStats) failures(cfg config) []string {
 	add(st.groupMissing > 0, "the group never delivered %d records", st.groupMissing)
 	add(len(st.verifyFailures) > 0, "felix log verify failed:\n%s", strings.Join(st.verifyFailures, "\n"))
 	add(st.peak > cfg.rssBound, "broker peak RSS %.0f MiB above the bound %d MiB", float64(st.peak)/(1<<20), cfg.rssBound>>20)
-	add(st.kills < cfg.kills, "only %d kills, want %d", st.kills, cfg.kills)
+	if msg := st.killLog.failure(cfg.kills); msg != "" {
+		f = append(f, msg)
+	}
 	return f
 }
 
@@ -756,6 +746,7 @@ func (st *streamStats) table(backend string, cfg config) string {
 	fmt.Fprintf(&b, "| data dir on disk (allocated blocks; %d MiB segments) | %.0f MiB | |\n", segmentBytes>>20, float64(st.disk)/(1<<20))
 	fmt.Fprintf(&b, "| publish throughput with the kills | %.0f records/s, %.2f MB/s over %.1f s | |\n", float64(st.acked)/secs, float64(st.ackedBytes)/1e6/secs, secs)
 	fmt.Fprintf(&b, "| duplicated files whose copies are in different shards | %d of %d | |\n", st.dupCrossShard, st.duplicated)
+	b.WriteString(st.killLog.rows("publishes", cfg.kills, st.ackedInflight))
 	fmt.Fprintf(&b, "\n| shard | end offset | subscriber saw | gaps | duplicates | in order | new Subscriptions |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, l := range st.perShard {
 		b.WriteString(l + "\n")
