@@ -22,8 +22,10 @@ func FuzzBackendsAgree(f *testing.F) {
 	f.Add([]byte{5, 1, 1, 0, 0, 1, 8, 0, 2, 2, 4, 0})                 // bad fd breaks a chain
 	f.Add([]byte{0, 2, 100, 3, 1, 2, 200, 0, 4, 2, 50, 50})           // write, short read, fallocate
 	f.Add([]byte{0, 0, 32, 1, 0, 0, 32, 2, 6, 2, 0, 0, 1, 2, 255, 0}) // unlinked ops, one chain each
-	if _, err := newUringProbeOnly(); err != nil {
-		f.Skipf("io_uring refused: %v", err)
+	if _, err := newUringProbeOnly(); errors.Is(err, ErrUnsupported) {
+		skipRefused(f, err)
+	} else if err != nil {
+		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, script []byte) {
 		if len(script) > 4*64 {

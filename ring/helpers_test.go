@@ -22,9 +22,21 @@ var allCases = []backendCase{
 	{"uring-locked", BackendUring, true}, // SINGLE_ISSUER|DEFER_TASKRUN
 }
 
+// skipRefused skips t because the kernel refused io_uring (err), except under
+// CI=true, where the uring cases must run and the refusal fails t. A run with
+// FELIX_IO_BACKEND=syscall asked for the syscall backend only: it still skips.
+func skipRefused(t testing.TB, err error) {
+	t.Helper()
+	if os.Getenv("CI") == "true" && os.Getenv(EnvBackend) != BackendSyscall {
+		t.Fatalf("io_uring refused under CI=true (the uring cases must run): %v", err)
+	}
+	t.Skipf("io_uring refused here: %v", err)
+}
+
 // forEachBackend runs fn once per backend. FELIX_IO_BACKEND=uring|syscall
 // restricts the run to that backend (so CI can run each alone); a uring case
-// the kernel refuses is skipped, unless FELIX_IO_BACKEND=uring forced it.
+// the kernel refuses is skipped (skipRefused: failed under CI=true), unless
+// FELIX_IO_BACKEND=uring forced it.
 func forEachBackend(t *testing.T, entries uint32, fn func(t *testing.T, r Ring)) {
 	t.Helper()
 	only := os.Getenv(EnvBackend)
@@ -39,7 +51,7 @@ func forEachBackend(t *testing.T, entries uint32, fn func(t *testing.T, r Ring))
 			}
 			r, err := New(Options{Backend: c.backend, Entries: entries, ThreadLocked: c.threadLocked})
 			if errors.Is(err, ErrUnsupported) && only != BackendUring {
-				t.Skipf("io_uring refused here: %v", err)
+				skipRefused(t, err)
 			}
 			if err != nil {
 				t.Fatalf("New(%s): %v", c.backend, err)
@@ -104,4 +116,31 @@ func reap(t *testing.T, r Ring, want int) map[uint64]Completion {
 		}
 	}
 	return got
+}
+
+// refusalTB records what skipRefused asked of its test.
+type refusalTB struct {
+	testing.TB
+	failed, skipped bool
+}
+
+func (r *refusalTB) Helper()               {}
+func (r *refusalTB) Fatalf(string, ...any) { r.failed = true }
+func (r *refusalTB) Skipf(string, ...any)  { r.skipped = true }
+
+// TestSkipRefusedFailsUnderCI: a refused io_uring fails the test under CI=true
+// (unless FELIX_IO_BACKEND=syscall asked for no uring) and skips it elsewhere.
+func TestSkipRefusedFailsUnderCI(t *testing.T) {
+	for _, c := range []struct {
+		ci, backend string
+		fail        bool
+	}{{"true", "", true}, {"true", BackendUring, true}, {"true", BackendSyscall, false}, {"", "", false}, {"false", BackendUring, false}} {
+		t.Setenv("CI", c.ci)
+		t.Setenv(EnvBackend, c.backend)
+		r := &refusalTB{TB: t}
+		skipRefused(r, ErrUnsupported)
+		if r.failed != c.fail || !r.failed && !r.skipped {
+			t.Errorf("CI=%q %s=%q: failed %v skipped %v, want failed %v", c.ci, EnvBackend, c.backend, r.failed, r.skipped, c.fail)
+		}
+	}
 }

@@ -123,7 +123,7 @@ func TestThreadLockedUsesDeferTaskrun(t *testing.T) {
 	defer runtime.UnlockOSThread()
 	r, err := newUring(8, true)
 	if errors.Is(err, ErrUnsupported) {
-		t.Skipf("io_uring refused: %v", err)
+		skipRefused(t, err)
 	}
 	if err != nil {
 		t.Fatal(err)
