@@ -68,9 +68,18 @@ func (c *core) init() error {
 		c.timers.schedule(&c.syncTimer, c.clock.MonoNanos()+int64(cfg.FsyncInterval))
 	}
 	if cfg.DataDir != "" && (cfg.RetentionBytes > 0 || cfg.RetentionAge > 0) {
-		c.timers.schedule(&c.retentionTimer, c.clock.MonoNanos()+int64(cfg.RetentionInterval))
+		c.scheduleRetention()
 	}
 	return nil
+}
+
+// scheduleRetention starts the retention timer unless it runs already: at
+// start when the engine sets a retention bound, else when the first shard of
+// a stream with its own bound opens on c (openShard).
+func (c *core) scheduleRetention() {
+	if c.retentionTimer.index < 0 {
+		c.timers.schedule(&c.retentionTimer, c.clock.MonoNanos()+int64(c.engine.cfg.RetentionInterval))
+	}
 }
 
 // run is the core goroutine: lock to a thread, pin it, create the ring,

@@ -68,7 +68,9 @@ type Config struct {
 	NoPinning bool
 	// DataDir is FELIX_DURABLE_STORAGE_DIR; empty = in-memory streams only.
 	DataDir string
-	// Fsync and FsyncInterval (default 250 ms) apply to every durable log.
+	// Fsync and FsyncInterval (default 250 ms) apply to every durable log,
+	// except the record and producer-key logs of a StreamSpec.SyncOnCommit
+	// stream, which fsync on_commit.
 	Fsync         FsyncMode
 	FsyncInterval time.Duration
 	// SegmentBytes is the segment rollover size (FELIX_DURABLE_SEGMENT_BYTES;
@@ -78,7 +80,8 @@ type Config struct {
 	// (FELIX_DURABLE_RETENTION_BYTES / _SECONDS; 0 = off): every
 	// RetentionInterval (default 60 s) each core drops whole sealed segments
 	// from the head of its shards' logs (spec/storage-format.md §5).
-	// Subscribers below the new head get too_old.
+	// Subscribers below the new head get too_old. A stream's own
+	// StreamSpec.RetentionBytes / RetentionAge win over these, bound by bound.
 	RetentionBytes    int64
 	RetentionAge      time.Duration
 	RetentionInterval time.Duration

@@ -92,3 +92,21 @@ func (e *trimmedError) Error() string {
 type logRetainer interface {
 	EnforceRetention(now time.Time) (int, error)
 }
+
+// streamLogOptions are the settings a stream's own spec gives its shard logs
+// (StreamSpec.RetentionBytes, RetentionAge, SyncOnCommit; 0 / false = the
+// engine's Config).
+type streamLogOptions struct {
+	retentionBytes int64
+	retentionAge   time.Duration
+	syncOnCommit   bool
+}
+
+// streamOptionsDisk is a coreDisk that opens a stream's shard logs with the
+// stream's own options. The core sets them for one stream right before it
+// opens a shard of it and clears them (nil) right after, on the core
+// goroutine (core.openShard); OpenLog applies them only to that stream's
+// record log (retention, sync) and producer-key log (sync).
+type streamOptionsDisk interface {
+	setStreamOptions(name StreamName, o *streamLogOptions)
+}

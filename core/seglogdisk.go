@@ -25,6 +25,10 @@ type seglogDisk struct {
 	disk      *seglog.Disk
 	fs        seglog.FS
 	reaps     [4]ring.Completion
+	// optsFor and streamOpts: the stream whose shard is being opened and its
+	// own log options (setStreamOptions); nil between opens.
+	optsFor    StreamName
+	streamOpts *streamLogOptions
 }
 
 // newSeglogDisk creates the ring and disk of one core; call it on the core
@@ -60,17 +64,37 @@ func (d *seglogDisk) shardDir(name StreamName, shard int) string {
 		Namespace: name.Namespace, Name: name.Stream, Shard: uint32(shard)})
 }
 
+// setStreamOptions sets (o != nil) or clears the options of the stream whose
+// shard opens next (streamOptionsDisk).
+func (d *seglogDisk) setStreamOptions(name StreamName, o *streamLogOptions) {
+	d.optsFor, d.streamOpts = name, o
+}
+
+// OpenLog opens one log of a shard. A stream's record log takes the engine's
+// retention unless the stream's own options (setStreamOptions) set a bound,
+// which then wins, bound by bound; a stream with syncOnCommit opens its
+// record and producer-key logs with fsync on_commit.
 func (d *seglogDisk) OpenLog(kind logKind, name StreamName, shard int) (shardLog, error) {
 	opts := d.opts
 	opts.Dir = d.shardDir(name, shard)
+	var own *streamLogOptions
+	if d.streamOpts != nil && d.optsFor == name {
+		own = d.streamOpts
+	}
 	switch kind {
 	case logProducers: // bounded by compaction instead (producer.go)
 		opts.Dir = seglog.CompanionDir(opts.Dir, companionProducers)
 		// A plain pwrite: the record log's writes wait for this log's
 		// (writeAfter), and a buffered write lands inside the same Flush.
 		opts.Buffered = true
+		if own != nil && own.syncOnCommit {
+			opts.FsyncMode = seglog.FsyncOnCommit
+		}
 	case logRecords:
 		opts.RetentionBytes, opts.RetentionAge = d.retention.RetentionBytes, d.retention.RetentionAge
+		if own != nil {
+			applyStreamOptions(&opts, own)
+		}
 	case logGroupCursors: // bounded by compaction (group_ops.go)
 		opts.Dir = seglog.CompanionDir(opts.Dir, seglog.CompanionGroups)
 	case logDeadLetters:
@@ -81,6 +105,21 @@ func (d *seglogDisk) OpenLog(kind logKind, name StreamName, shard int) (shardLog
 		return nil, err
 	}
 	return &seglogLog{log: l, reader: l.Reader()}, nil
+}
+
+// applyStreamOptions lays a stream's own record-log options over the
+// engine's: each retention bound set (> 0) replaces the engine's, and
+// syncOnCommit turns on fsync on_commit.
+func applyStreamOptions(opts *seglog.Options, own *streamLogOptions) {
+	if own.retentionBytes > 0 {
+		opts.RetentionBytes = own.retentionBytes
+	}
+	if own.retentionAge > 0 {
+		opts.RetentionAge = own.retentionAge
+	}
+	if own.syncOnCommit {
+		opts.FsyncMode = seglog.FsyncOnCommit
+	}
 }
 
 func (d *seglogDisk) RemoveLogs(name StreamName, shard int) error {
@@ -155,10 +194,12 @@ func (l *seglogLog) Compact(live [][]byte, ts int64, done func(first, last uint6
 	return l.log.Compact(live, ts, done)
 }
 
-// Every production log compacts and enforces retention.
+// Every production log compacts and enforces retention, and the production
+// disk takes per-stream log options.
 var (
-	_ logCompactor = (*seglogLog)(nil)
-	_ logRetainer  = (*seglogLog)(nil)
+	_ logCompactor      = (*seglogLog)(nil)
+	_ logRetainer       = (*seglogLog)(nil)
+	_ streamOptionsDisk = (*seglogDisk)(nil)
 )
 
 func (l *seglogLog) Close() error {

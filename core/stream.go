@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"time"
 	"unicode/utf8"
 )
 
@@ -64,7 +65,35 @@ type StreamSpec struct {
 	// MemoryReplayRecords bounds an in-memory shard's replay ring in records
 	// (0 = Config.MemoryReplayRecords). Ignored for durable streams.
 	MemoryReplayRecords int
+	// RetentionBytes and RetentionAge bound this durable stream's record log,
+	// per shard, as Config.RetentionBytes / RetentionAge do for every stream:
+	// whole sealed segments are dropped from the head, the active segment
+	// never, checked every Config.RetentionInterval (spec/storage-format.md
+	// §5). Each bound on its own: a value > 0 is this stream's and wins over
+	// the engine's, 0 takes the engine's (Config; itself 0 = off). Bytes are
+	// the log's segment bytes; age is measured from a segment's newest record
+	// timestamp. Negative values, or either set on an in-memory stream:
+	// ErrInvalid. Fixed while the stream is open (its logs take them when
+	// they open).
+	RetentionBytes int64
+	RetentionAge   time.Duration
+	// SyncOnCommit makes this durable stream's record and producer-key logs
+	// fsync on_commit whatever Config.Fsync says: an append completes, and so
+	// an AckOnCommit (the durable default) publish is acknowledged, only after
+	// the fdatasync covering it. The broker sets it for consistency Quorum: a
+	// single node is its own majority, and a replica never counts data that
+	// is not on its disk (seeds/internal-protocol.txt, durable_offset). Set on
+	// an in-memory stream: ErrInvalid. Fixed while the stream is open.
+	SyncOnCommit bool
 }
+
+// logOptions returns the per-stream settings of the stream's shard logs.
+func (s *StreamSpec) logOptions() *streamLogOptions {
+	return &streamLogOptions{retentionBytes: s.RetentionBytes, retentionAge: s.RetentionAge, syncOnCommit: s.SyncOnCommit}
+}
+
+// hasRetention reports whether the stream sets a retention bound of its own.
+func (s *StreamSpec) hasRetention() bool { return s.RetentionBytes > 0 || s.RetentionAge > 0 }
 
 // MaxShards bounds StreamSpec.Shards.
 const MaxShards = 4096
@@ -81,6 +110,12 @@ func (s *StreamSpec) validate() error {
 	}
 	if s.MemoryReplayRecords < 0 {
 		return fmt.Errorf("%w: stream %s: negative replay ring", ErrInvalid, s.Name)
+	}
+	if s.RetentionBytes < 0 || s.RetentionAge < 0 {
+		return fmt.Errorf("%w: stream %s: negative retention (%d bytes, %v)", ErrInvalid, s.Name, s.RetentionBytes, s.RetentionAge)
+	}
+	if !s.Durable && (s.hasRetention() || s.SyncOnCommit) {
+		return fmt.Errorf("%w: stream %s: retention and SyncOnCommit need a durable stream", ErrInvalid, s.Name)
 	}
 	return nil
 }
