@@ -5,7 +5,7 @@ BIN       := bin
 FUZZTIME  ?= 10s
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build run test test-syscall fuzz bench lint e2e soak bench-compare clean
+.PHONY: build run test test-syscall fuzz fuzz-ci bench lint e2e soak bench-compare clean
 
 ## build: compile every binary into ./bin
 build:
@@ -23,13 +23,20 @@ test:
 test-syscall:
 	FELIX_IO_BACKEND=syscall $(GO) test -race -count=1 ./ring/... ./seglog/... ./core/...
 
-## fuzz: run every fuzz target briefly (FUZZTIME each, default 10s)
+## fuzz: run every fuzz target briefly (FUZZTIME each, default 10s); fails when none is found
 fuzz:
-	@for pkg in $$($(GO) list ./...); do \
+	@n=0; for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
 	    echo "== $$pkg $$f"; $(GO) test $$pkg -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) || exit 1; \
+	    n=$$((n+1)); \
 	  done; \
-	done
+	done; \
+	if [ $$n -eq 0 ]; then echo "fuzz: no fuzz target found" >&2; exit 1; fi; \
+	echo "fuzz: $$n targets, $(FUZZTIME) each"
+
+## fuzz-ci: every fuzz target for 3s each (what .ci/run runs)
+fuzz-ci:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=3s
 
 ## bench: every in-process benchmark once, with allocations
 bench:
