@@ -47,7 +47,9 @@ type TenantKeys interface {
 // object is looked up, so a refusal never reveals existence. Errors are JSON
 // {"code","message"}: 400 malformed (bodies that are not exactly one JSON object, names
 // that are not ValidName — "invalid name" — checked before permission, a body tenant_id /
-// namespace that differs from the path, a PATCH of an immutable or unknown field),
+// namespace that differs from the path, a PATCH of an immutable or unknown field or of
+// retention or consistency to another value, stream options a single node cannot honour:
+// checkStreamOptions),
 // 401 unauthorized, 403 forbidden / tenant mismatch, 404 not_found, 405 method_not_allowed,
 // 409 exists / not_empty, 500 storage_failed. A POSTed stream without "durable" is durable
 // unless NoDurableStorage (docs/operations.md, "Admin API").
@@ -443,14 +445,43 @@ func (a *Admin) getStream(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, got)
 }
 
-// streamPatch holds the fields PATCH may change (spec/auth.md §1). Every other field is
-// refused with 400: the fixed ones (shards, durable, routing, kind: a live log cannot
-// change them on a single node; the names: they are the path) and unknown ones (a typo
-// must not answer 200 having changed nothing).
+// streamPatch holds the fields PATCH may name (spec/auth.md §1): delivery, and retention
+// and consistency with their current values (apply). Every other field is refused with
+// 400: the fixed ones (shards, durable, routing, kind: a live log cannot change them on a
+// single node; the names: they are the path) and unknown ones (a typo must not answer 200
+// having changed nothing).
 type streamPatch struct {
 	Retention   *Retention `json:"retention"`
 	Consistency *string    `json:"consistency"`
 	Delivery    *string    `json:"delivery"`
+}
+
+// apply lays the patch over s. Delivery changes at once (sessions read it again when the
+// catalog changes); retention and consistency are fixed while the stream's logs are open,
+// as they are on a single node from creation on (core takes them when the logs open), so a
+// PATCH may only repeat their current values: another value is refused, naming the field,
+// rather than stored and left without effect. Errors wrap ErrInvalid.
+func (p *streamPatch) apply(s *Stream) error {
+	was := *s
+	if p.Retention != nil {
+		s.Retention = *p.Retention
+	}
+	if p.Consistency != nil {
+		s.Consistency = *p.Consistency
+	}
+	if p.Delivery != nil {
+		s.Delivery = *p.Delivery
+	}
+	if err := NormalizeStream(s); err != nil {
+		return err
+	}
+	switch {
+	case s.Retention.ageSeconds() != was.Retention.ageSeconds() || s.Retention.sizeBytes() != was.Retention.sizeBytes():
+		return fmt.Errorf("%w: retention cannot change on an open stream yet: a single node fixes it when the stream's logs open (create a new stream with the retention wanted)", ErrInvalid)
+	case s.Consistency != was.Consistency:
+		return fmt.Errorf("%w: consistency cannot change on an open stream yet: a single node fixes it when the stream's logs open (create a new stream with the consistency wanted)", ErrInvalid)
+	}
+	return nil
 }
 
 // immutableStreamFields are the Stream fields fixed at creation.
@@ -492,18 +523,7 @@ func (a *Admin) patchStream(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	got, err := a.Catalog.UpdateStream(t, ns, name, func(s *Stream) error {
-		if p.Retention != nil {
-			s.Retention = *p.Retention
-		}
-		if p.Consistency != nil {
-			s.Consistency = *p.Consistency
-		}
-		if p.Delivery != nil {
-			s.Delivery = *p.Delivery
-		}
-		return nil
-	})
+	got, err := a.Catalog.UpdateStream(t, ns, name, p.apply)
 	if err != nil {
 		a.fail(w, err)
 		return

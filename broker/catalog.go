@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 )
 
@@ -22,16 +25,60 @@ var (
 )
 
 // Stream kinds, consistencies and deliveries (spec/auth.md §1; v1 control-plane values).
+// What each means on a single node is in docs/operations.md, "Stream options".
 const (
+	// KindStream is a stream read by subscriptions (fan-out) and consumer groups.
 	KindStream = "Stream"
-	KindQueue  = "Queue"
+	// KindQueue is a work queue: its records are consumed through consumer groups only
+	// (group_poll / ack / nack, dead letters; spec/client-protocol.md §8.3), so a plain
+	// subscribe is refused with code malformed. Needs a durable stream (groups do).
+	KindQueue = "Queue"
+	// ConsistencyLeader acknowledges a publish at the leader's commit under the node's
+	// fsync mode (FELIX_DURABLE_FSYNC_MODE). The default.
+	ConsistencyLeader = "Leader"
+	// ConsistencyQuorum acknowledges a publish once a majority holds it on disk. A single
+	// node is its own majority: its record and producer logs fsync on_commit whatever
+	// FELIX_DURABLE_FSYNC_MODE says (core.StreamSpec.SyncOnCommit). Needs a durable stream.
+	ConsistencyQuorum = "Quorum"
+	// DeliveryAtMostOnce accepts every publish, acknowledged or not. The default.
+	DeliveryAtMostOnce = "AtMostOnce"
+	// DeliveryAtLeastOnce accepts only publishes the publisher can retry: acknowledged
+	// ones, answered after commit; un-acknowledged (fire-and-forget) publishes are refused
+	// with code malformed. Needs a durable stream.
+	DeliveryAtLeastOnce = "AtLeastOnce"
 )
 
-// Retention bounds a stream's log (spec/auth.md §1). Zero or absent = unlimited.
+// Retention bounds a durable stream's record log per shard (spec/auth.md §1; enforced
+// as core.StreamSpec.RetentionBytes / RetentionAge). Each bound on its own: a value > 0
+// is the stream's and wins over the broker's FELIX_DURABLE_RETENTION_BYTES / _SECONDS;
+// zero or absent takes the broker's (itself off by default). Negative: ErrInvalid; set
+// on an in-memory stream: ErrInvalid.
 type Retention struct {
 	MaxAgeSeconds *int64 `json:"max_age_seconds,omitempty"`
 	MaxSizeBytes  *int64 `json:"max_size_bytes,omitempty"`
 }
+
+// maxRetentionSeconds is the largest max_age_seconds a time.Duration holds.
+const maxRetentionSeconds = math.MaxInt64 / int64(time.Second)
+
+// ageSeconds and sizeBytes read a retention bound; absent is 0.
+func (r Retention) ageSeconds() int64 { return valueOr0(r.MaxAgeSeconds) }
+func (r Retention) sizeBytes() int64  { return valueOr0(r.MaxSizeBytes) }
+
+func valueOr0(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// age is MaxAgeSeconds as a duration (0 when absent, saturating past ~292 years).
+func (r Retention) age() time.Duration {
+	return time.Duration(min(r.ageSeconds(), maxRetentionSeconds)) * time.Second
+}
+
+// set reports whether a bound is set (> 0).
+func (r Retention) set() bool { return r.ageSeconds() > 0 || r.sizeBytes() > 0 }
 
 // Tenant is a tenant as the admin API shows it.
 type Tenant struct {
@@ -96,6 +143,7 @@ type Catalog struct {
 	path  string
 	write WriteFileFunc
 	file  catalogFile
+	gen   atomic.Uint64 // bumped after every installed change (Generation)
 	// MaxShards bounds the stream and cache shards the catalog holds (FELIX_MAX_SHARDS;
 	// 0 = no bound). Each durable shard reserves disk (a preallocated segment per log), so
 	// creation past it fails with ErrLimit. Set before use.
@@ -257,8 +305,14 @@ func (c *Catalog) mutate(change func(f *catalogFile) error) error {
 		return fmt.Errorf("broker: persist catalog: %w", err)
 	}
 	c.file = next
+	c.gen.Add(1)
 	return nil
 }
+
+// Generation counts the catalog's installed changes since it was opened: a reader that
+// cached a stream's settings (a session's publish target) looks them up again when it
+// moved. Goroutine-safe; one atomic load.
+func (c *Catalog) Generation() uint64 { return c.gen.Load() }
 
 func (f *catalogFile) tenant(t string) int {
 	for i, x := range f.Tenants {
@@ -441,8 +495,8 @@ func NormalizeStream(s *Stream) error {
 		}
 	}
 	def(&s.Kind, KindStream)
-	def(&s.Consistency, "Leader")
-	def(&s.Delivery, "AtMostOnce")
+	def(&s.Consistency, ConsistencyLeader)
+	def(&s.Delivery, DeliveryAtMostOnce)
 	def(&s.Routing, "modulo")
 	if s.Shards == 0 {
 		s.Shards = 1
@@ -452,9 +506,9 @@ func NormalizeStream(s *Stream) error {
 		return fmt.Errorf("%w: kind %q (Stream or Queue)", ErrInvalid, s.Kind)
 	case s.Shards > 4096:
 		return fmt.Errorf("%w: shards %d (1..4096)", ErrInvalid, s.Shards)
-	case s.Consistency != "Leader" && s.Consistency != "Quorum":
+	case s.Consistency != ConsistencyLeader && s.Consistency != ConsistencyQuorum:
 		return fmt.Errorf("%w: consistency %q (Leader or Quorum)", ErrInvalid, s.Consistency)
-	case s.Delivery != "AtMostOnce" && s.Delivery != "AtLeastOnce":
+	case s.Delivery != DeliveryAtMostOnce && s.Delivery != DeliveryAtLeastOnce:
 		return fmt.Errorf("%w: delivery %q (AtMostOnce or AtLeastOnce)", ErrInvalid, s.Delivery)
 	case s.Routing != "modulo" && s.Routing != "jump_hash":
 		return fmt.Errorf("%w: routing %q (modulo or jump_hash)", ErrInvalid, s.Routing)
@@ -465,11 +519,41 @@ func NormalizeStream(s *Stream) error {
 	return nil
 }
 
-// CreateStream adds a stream to an existing namespace after NormalizeStream; apply runs
-// (under the catalog lock, before persisting) to create it in the engine, and its error
-// aborts the creation. Errors: ErrInvalid, ErrNotFound (namespace), ErrExists, apply's.
+// checkStreamOptions refuses the option combinations a single node cannot honour
+// (docs/operations.md, "Stream options"): kind Queue, consistency Quorum, delivery
+// AtLeastOnce and a retention bound each need a durable stream, and max_age_seconds is
+// at most maxRetentionSeconds. CreateStream and UpdateStream run it after
+// NormalizeStream; a catalog file is not re-checked when it loads. Errors wrap
+// ErrInvalid and name the field.
+func checkStreamOptions(s Stream) error {
+	if s.Retention.ageSeconds() > maxRetentionSeconds {
+		return fmt.Errorf("%w: retention.max_age_seconds %d (at most %d)", ErrInvalid, s.Retention.ageSeconds(), maxRetentionSeconds)
+	}
+	if s.Durable {
+		return nil
+	}
+	switch {
+	case s.Kind == KindQueue:
+		return fmt.Errorf("%w: kind Queue needs a durable stream (a queue is consumed through consumer groups, which keep their cursors beside the stream's log)", ErrInvalid)
+	case s.Consistency == ConsistencyQuorum:
+		return fmt.Errorf("%w: consistency Quorum needs a durable stream (a Quorum publish is acknowledged once it is on disk; an in-memory stream never is)", ErrInvalid)
+	case s.Delivery == DeliveryAtLeastOnce:
+		return fmt.Errorf("%w: delivery AtLeastOnce needs a durable stream (an in-memory stream loses its records at a restart)", ErrInvalid)
+	case s.Retention.set():
+		return fmt.Errorf("%w: retention needs a durable stream (an in-memory stream keeps a bounded replay ring instead)", ErrInvalid)
+	}
+	return nil
+}
+
+// CreateStream adds a stream to an existing namespace after NormalizeStream and
+// checkStreamOptions; apply runs (under the catalog lock, before persisting) to create it
+// in the engine, and its error aborts the creation. Errors: ErrInvalid, ErrNotFound
+// (namespace), ErrExists, apply's.
 func (c *Catalog) CreateStream(s Stream, apply func(Stream) error) (Stream, error) {
 	if err := NormalizeStream(&s); err != nil {
+		return s, err
+	}
+	if err := checkStreamOptions(s); err != nil {
 		return s, err
 	}
 	err := c.mutate(func(f *catalogFile) error {
@@ -493,8 +577,9 @@ func (c *Catalog) CreateStream(s Stream, apply func(Stream) error) (Stream, erro
 	return s, err
 }
 
-// UpdateStream replaces the mutable fields (retention, consistency, delivery, durable) of
-// a stream with update's non-zero ones. Errors: ErrNotFound, ErrInvalid.
+// UpdateStream changes a stream through update, then NormalizeStream and
+// checkStreamOptions (the admin API lets PATCH change delivery, and retention or
+// consistency only to their current values). Errors: ErrNotFound, ErrInvalid, update's.
 func (c *Catalog) UpdateStream(t, ns, name string, update func(*Stream) error) (Stream, error) {
 	var out Stream
 	err := c.mutate(func(f *catalogFile) error {
@@ -507,6 +592,9 @@ func (c *Catalog) UpdateStream(t, ns, name string, update func(*Stream) error) (
 			return err
 		}
 		if err := NormalizeStream(&s); err != nil {
+			return err
+		}
+		if err := checkStreamOptions(s); err != nil {
 			return err
 		}
 		f.Streams[i] = s

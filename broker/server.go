@@ -209,18 +209,27 @@ func (s *Server) ApplyDeleteCache(c Cache) error {
 	return err
 }
 
-// ApplyCreate creates a catalog stream in the engine (StreamApplier).
+// ApplyCreate creates a catalog stream in the engine (StreamApplier). A durable stream's
+// retention becomes core.StreamSpec.RetentionBytes / RetentionAge (the stream's bound wins
+// over FELIX_DURABLE_RETENTION_*), consistency Quorum becomes SyncOnCommit; an in-memory
+// stream passes neither (the catalog refuses them on create, docs/operations.md "Stream
+// options").
 func (s *Server) ApplyCreate(st Stream) error {
 	routing := core.RoutingModulo
 	if st.Routing == "jump_hash" {
 		routing = core.RoutingJumpHash
 	}
-	err := s.engine.CreateStream(core.StreamSpec{
+	spec := core.StreamSpec{
 		Name:    core.StreamName{Tenant: st.TenantID, Namespace: st.Namespace, Stream: st.Stream},
 		Shards:  int(st.Shards),
 		Durable: st.Durable,
 		Routing: routing,
-	})
+	}
+	if st.Durable {
+		spec.RetentionBytes, spec.RetentionAge = st.Retention.sizeBytes(), st.Retention.age()
+		spec.SyncOnCommit = st.Consistency == ConsistencyQuorum
+	}
+	err := s.engine.CreateStream(spec)
 	if errors.Is(err, core.ErrInvalid) || errors.Is(err, core.ErrNoDurableStorage) {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
