@@ -57,14 +57,22 @@ func (s *session) handleAuth(a *proto.Auth) {
 type nameCache struct {
 	tenant, namespace, stream string
 	durable                   bool
+	atLeastOnce               bool   // delivery AtLeastOnce: un-acked publishes are refused
+	gen                       uint64 // Catalog.Generation when durable/atLeastOnce were read
 	allowed                   error
 	valid                     bool
+}
+
+// fresh reports whether c still holds the settings of tenant/namespace/stream as the
+// catalog has them now.
+func (c *nameCache) fresh(cat *Catalog, tenant, namespace, stream string) bool {
+	return c.valid && c.tenant == tenant && c.namespace == namespace && c.stream == stream && c.gen == cat.Generation()
 }
 
 // streamFor resolves the names of a binary batch without allocating when they repeat.
 func (s *session) streamFor(tenant, namespace, stream []byte) *nameCache {
 	c := &s.names
-	if c.valid && c.tenant == string(tenant) && c.namespace == string(namespace) && c.stream == string(stream) {
+	if c.fresh(s.h.s.catalog, string(tenant), string(namespace), string(stream)) {
 		return c
 	}
 	s.resolve(string(tenant), string(namespace), string(stream))
@@ -73,14 +81,15 @@ func (s *session) streamFor(tenant, namespace, stream []byte) *nameCache {
 
 func (s *session) resolve(tenant, namespace, stream string) *nameCache {
 	c := &s.names
-	if c.valid && c.tenant == tenant && c.namespace == namespace && c.stream == stream {
+	cat := s.h.s.catalog
+	if c.fresh(cat, tenant, namespace, stream) {
 		return c
 	}
-	*c = nameCache{tenant: tenant, namespace: namespace, stream: stream, valid: true}
+	*c = nameCache{tenant: tenant, namespace: namespace, stream: stream, valid: true, gen: cat.Generation()}
 	c.allowed = s.principal.Allow(auth.ActionStreamPublish, tenant, namespace, stream)
 	if c.allowed == nil {
-		if st, err := s.h.s.catalog.Stream(tenant, namespace, stream); err == nil {
-			c.durable = st.Durable
+		if st, err := cat.Stream(tenant, namespace, stream); err == nil {
+			c.durable, c.atLeastOnce = st.Durable, st.Delivery == DeliveryAtLeastOnce
 		}
 	}
 	return c
@@ -306,10 +315,14 @@ func (s *session) submit(op *pubOp, names *nameCache, requestID uint64, answer a
 	srv := s.h.s
 	op.sess, op.requestID, op.answer, op.durable = s, requestID, answer, names.durable
 	op.req.Stream = core.StreamName{Tenant: names.tenant, Namespace: names.namespace, Stream: names.stream}
+	if answer == answerNone && names.atLeastOnce {
+		s.refuseUnacked(op, names)
+		return false
+	}
 	op.req.Ack = core.AckDefault
 	if answer == answerNone {
 		op.req.Ack = core.AckNone
-	} else if srv.cfg.AckOnCommit {
+	} else if srv.cfg.AckOnCommit || names.atLeastOnce {
 		op.req.Ack = core.AckOnCommit
 	}
 	op.charge, op.body = s.frameCharge, body
@@ -342,6 +355,18 @@ func (s *session) submit(op *pubOp, names *nameCache, requestID uint64, answer a
 	s.answerPublishError(kind, requestID, code, text)
 	op.recycle()
 	return false
+}
+
+// refuseUnacked refuses an un-acknowledged publish to a delivery AtLeastOnce stream: its
+// publisher could never learn that it was lost, so it could not retry it (docs/operations.md,
+// "Stream options"). A bi stream gets an error frame with code malformed; a publish-only uni
+// stream, which cannot carry one, is ended. Nothing is stored.
+func (s *session) refuseUnacked(op *pubOp, names *nameCache) {
+	s.h.s.m.publishErrors.Inc()
+	s.sendError(proto.CodeMalformed, "stream "+names.tenant+"/"+names.namespace+"/"+names.stream+
+		" has delivery AtLeastOnce: un-acknowledged publishes are refused (ask for an ack)", nil)
+	s.closeStream = s.closeStream || s.uni
+	op.recycle()
 }
 
 // autoCreateStream creates tenant/namespace/stream on first use (FELIX_AUTO_CREATE=true,

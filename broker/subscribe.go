@@ -26,13 +26,18 @@ func (s *session) handleControl(m proto.Message) {
 }
 
 // handleSubscribe registers a subscription (spec/client-protocol.md §1.3, §7): permission
-// first, then the engine registers the live subscription, the broker opens the event uni
-// stream and writes event_stream_hello, and only then answers subscribed. The id is always
-// assigned by the broker (a client-supplied subscription_id is ignored, §1.3).
+// first (then a kind Queue stream is refused: it is read through groups), then the engine
+// registers the live subscription, the broker opens the event uni stream and writes
+// event_stream_hello, and only then answers subscribed. The id is always assigned by the
+// broker (a client-supplied subscription_id is ignored, §1.3).
 func (s *session) handleSubscribe(m *proto.Subscribe) {
 	srv := s.h.s
 	if err := s.principal.Allow(auth.ActionStreamSubscribe, m.TenantID, m.Namespace, m.Stream); err != nil {
 		s.sendError(proto.CodeUnauthorized, auth.WireText(err), nil)
+		return
+	}
+	if st, err := srv.catalog.Stream(m.TenantID, m.Namespace, m.Stream); err == nil && st.Kind == KindQueue {
+		s.sendError(proto.CodeMalformed, queueSubscribeText(st), nil)
 		return
 	}
 	if s.h.subs.Add(1) > int64(srv.cfg.MaxSubscriptionsPerConn) {
@@ -40,23 +45,7 @@ func (s *session) handleSubscribe(m *proto.Subscribe) {
 		s.sendError(proto.CodeOverloaded, "too many subscriptions on this connection (FELIX_MAX_SUBSCRIPTIONS_PER_CONN)", nil)
 		return
 	}
-	req := core.SubscribeRequest{
-		Stream:        core.StreamName{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream},
-		WithOffsets:   s.flags&proto.FlagEventBatchOffsets != 0,
-		Policy:        core.DropNew,
-		QueueCapacity: srv.cfg.SubscriberQueueCapacity,
-	}
-	if m.Shard != nil {
-		req.Shard = int(*m.Shard)
-	}
-	if m.Start != nil {
-		switch m.Start.Kind {
-		case proto.StartEarliest:
-			req.Start = core.StartEarliest
-		case proto.StartOffset:
-			req.Start, req.Offset = core.StartOffset, m.Start.Offset
-		}
-	}
+	req := s.subscribeRequest(m)
 	sub, err := srv.engine.Subscribe(req)
 	if errors.Is(err, core.ErrNotFound) && srv.cfg.AutoCreate {
 		if srv.autoCreateStream(m.TenantID, m.Namespace, m.Stream) == nil {
@@ -94,6 +83,37 @@ func (s *session) handleSubscribe(m *proto.Subscribe) {
 	s.send(&proto.Subscribed{SubscriptionID: id})
 	s.h.pumps.Add(1)
 	go s.h.pump(sub, events)
+}
+
+// subscribeRequest is the engine's request for m: its shard and start, drop_new, the
+// configured queue capacity, offsets when the session negotiated them.
+func (s *session) subscribeRequest(m *proto.Subscribe) core.SubscribeRequest {
+	req := core.SubscribeRequest{
+		Stream:        core.StreamName{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream},
+		WithOffsets:   s.flags&proto.FlagEventBatchOffsets != 0,
+		Policy:        core.DropNew,
+		QueueCapacity: s.h.s.cfg.SubscriberQueueCapacity,
+	}
+	if m.Shard != nil {
+		req.Shard = int(*m.Shard)
+	}
+	if m.Start != nil {
+		switch m.Start.Kind {
+		case proto.StartEarliest:
+			req.Start = core.StartEarliest
+		case proto.StartOffset:
+			req.Start, req.Offset = core.StartOffset, m.Start.Offset
+		}
+	}
+	return req
+}
+
+// queueSubscribeText is the refusal of a subscribe to a kind Queue stream: a queue's
+// records are consumed through consumer groups (KindQueue; docs/operations.md, "Stream
+// options").
+func queueSubscribeText(st Stream) string {
+	return "stream " + st.TenantID + "/" + st.Namespace + "/" + st.Stream +
+		" is kind Queue: consume it through a consumer group (group_poll), not subscribe"
 }
 
 // pump writes a subscription's frames to its event stream until the subscription or the
