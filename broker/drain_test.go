@@ -31,11 +31,17 @@ func TestDrainOverrunIsAnUncleanStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // a failed wait below still stops the broker
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
-	for !srv.ready.Load() {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, 20*time.Second, "the broker to be ready", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned before the broker was ready: %v", err)
+		default:
+		}
+		return srv.ready.Load()
+	})
 	if _, err := srv.catalog.CreateStream(Stream{TenantID: "default", Namespace: "default", Stream: "s"}, srv.ApplyCreate); err != nil {
 		t.Fatal(err)
 	}
@@ -63,9 +69,7 @@ func TestDrainOverrunIsAnUncleanStop(t *testing.T) {
 	}
 	// Wait until the broker has answered far more than the window holds: its writer is then
 	// blocked on flow control.
-	for srv.m.errorsSent.Get() < 1500 {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, 20*time.Second, "1500 error answers sent", func() bool { return srv.m.errorsSent.Get() >= 1500 })
 	cancel()
 	select {
 	case err = <-done:
@@ -81,5 +85,18 @@ func TestDrainOverrunIsAnUncleanStop(t *testing.T) {
 	}
 	if errors.Is(err, context.Canceled) {
 		t.Fatalf("unexpected error kind: %v", err)
+	}
+}
+
+// waitUntil polls cond (every millisecond) until it holds; after d it fails t,
+// naming what it waited for.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", d, what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
