@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,7 +20,6 @@ import (
 	"felix/broker"
 	"felix/netq"
 	"felix/proto"
-	"felix/seglog"
 )
 
 // eventReader reads one subscription's event uni stream.
@@ -337,118 +335,6 @@ func TestBadFramesGetTypedAnswers(t *testing.T) {
 	if _, ok := other.auth("default", b.token, flagsPtr(v1Flags)).(*proto.AuthOK); !ok {
 		t.Fatal("second connection refused")
 	}
-}
-
-func TestSIGTERMDrainKeepsAckedRecords(t *testing.T) { stopWithPublishesInFlight(t, syscall.SIGTERM) }
-
-// SIGKILL: no drain at all. Under on_commit (the single-node default) every acknowledged
-// record was fsynced before its ack, so it must survive; the run-state says "running", so
-// the next start logs an unclean stop.
-func TestSIGKILLKeepsAckedRecords(t *testing.T) { stopWithPublishesInFlight(t, syscall.SIGKILL) }
-
-func stopWithPublishesInFlight(t *testing.T, sig syscall.Signal) {
-	b := startBroker(t, "", "FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS=20000")
-	b.createStream("default", "default", "orders", true)
-	c := b.dial()
-	const publishers = 4
-	var mu sync.Mutex
-	acked := map[string]bool{}
-	var wg sync.WaitGroup
-	started := make(chan struct{}, publishers)
-	for p := 0; p < publishers; p++ {
-		ctl := openStream(t, c)
-		if _, ok := ctl.auth("default", b.token, flagsPtr(v1Flags)).(*proto.AuthOK); !ok {
-			t.Fatal("auth")
-		}
-		wg.Add(1)
-		go func(p int) {
-			defer wg.Done()
-			// Pipeline publishes without waiting, then read acks until the stream ends.
-			go func() {
-				for i := 0; ; i++ {
-					id := uint64(i)
-					frame := proto.AppendMessage(nil, &proto.Publish{TenantID: "default", Namespace: "default", Stream: "orders",
-						Payload: []byte(fmt.Sprintf("p%d-%d", p, i)), RequestID: &id})
-					if _, err := ctl.st.Write(frame); err != nil {
-						return
-					}
-					if i == 20 {
-						started <- struct{}{}
-					}
-				}
-			}()
-			for {
-				h, body, err := ctl.next()
-				if err != nil {
-					return
-				}
-				if h.Flags != 0 {
-					continue
-				}
-				m, _ := proto.DecodeMessage(body)
-				if ok, isOK := m.(*proto.PublishOK); isOK {
-					mu.Lock()
-					acked[fmt.Sprintf("p%d-%d", p, ok.RequestID)] = true
-					mu.Unlock()
-				}
-			}
-		}(p)
-	}
-	for p := 0; p < publishers; p++ {
-		<-started
-	}
-	code := b.stop(sig)
-	c.CloseWithError(0, "") // after SIGKILL nothing will close the stream for us
-	wg.Wait()
-	st, err := seglog.ReadRunState(seglog.OSFS{}, b.dataDir)
-	if sig == syscall.SIGTERM {
-		if code != 0 {
-			t.Fatalf("exit code %d after SIGTERM", code)
-		}
-		if err != nil || !st.Found || !st.CleanStop {
-			t.Fatalf("run-state after drain: %+v %v", st, err)
-		}
-		if !strings.Contains(b.logs.String(), "stopped cleanly") {
-			t.Fatal("no clean-stop log line")
-		}
-	} else if err != nil || !st.Found || st.CleanStop {
-		t.Fatalf("run-state after SIGKILL: %+v %v", st, err)
-	}
-	mu.Lock()
-	n := len(acked)
-	mu.Unlock()
-	if n == 0 {
-		t.Fatal("no publish was acknowledged before the drain")
-	}
-
-	// Restart on the same data: every acknowledged record is there.
-	b2 := startBroker(t, b.dataDir)
-	if unclean := strings.Contains(b2.logs.String(), "did not stop cleanly"); unclean != (sig == syscall.SIGKILL) {
-		t.Fatalf("restart after %v: unclean-stop log line present=%v", sig, unclean)
-	}
-	c2 := b2.dial()
-	ctl := openStream(t, c2)
-	ctl.auth("default", b2.token, flagsPtr(v1Flags))
-	ctl.send(&proto.Subscribe{TenantID: "default", Namespace: "default", Stream: "orders", Start: &proto.Start{Kind: proto.StartEarliest}})
-	events := acceptEvents(t, c2)
-	ctl.msg()
-	// Read everything retained: the tail is the count of durable records.
-	ctl.send(&proto.Subscribe{TenantID: "default", Namespace: "default", Stream: "orders", Start: &proto.Start{Kind: proto.StartOffset, Offset: 1 << 40}})
-	ce, ok := ctl.msg().(*proto.SubscribeCursorError)
-	if !ok {
-		t.Fatal("no cursor error for a far offset")
-	}
-	stored := events.records(int(ce.Available))
-	present := map[string]bool{}
-	for _, p := range stored {
-		present[p] = true
-	}
-	for k := range acked {
-		if !present[k] {
-			t.Fatalf("acknowledged record %s lost (%d acked, %d stored)", k, n, len(stored))
-		}
-	}
-	t.Logf("%d acknowledged, %d stored after restart", n, len(stored))
 }
 
 func TestOpsEndpointsAndPrintConfig(t *testing.T) {
