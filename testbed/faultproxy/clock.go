@@ -1,0 +1,39 @@
+package faultproxy
+
+import "time"
+
+// Clock is the proxy's time source: Now stamps each datagram for the fault decisions (delay, rate,
+// reorder timeout) and NewTimer wakes a link's scheduler when its next delayed datagram is due.
+// The zero Config uses the system clock; tests may pass a fake to step time by hand.
+type Clock interface {
+	// Now returns the current time (with a monotonic reading for the system clock).
+	Now() time.Time
+	// NewTimer returns a running timer that fires once after d.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is the part of *time.Timer a link scheduler uses, with Go 1.23 semantics: after Stop or
+// Reset returns, no value from the earlier arming is received from C.
+type Timer interface {
+	// C is the channel the timer fires on.
+	C() <-chan time.Time
+	// Reset re-arms the timer to fire after d; it reports whether the timer was active.
+	Reset(d time.Duration) bool
+	// Stop disarms the timer; it reports whether the timer was active.
+	Stop() bool
+}
+
+// SystemClock is the Clock of the time package.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// NewTimer wraps time.NewTimer(d).
+func (SystemClock) NewTimer(d time.Duration) Timer { return systemTimer{time.NewTimer(d)} }
+
+type systemTimer struct{ t *time.Timer }
+
+func (s systemTimer) C() <-chan time.Time        { return s.t.C }
+func (s systemTimer) Reset(d time.Duration) bool { return s.t.Reset(d) }
+func (s systemTimer) Stop() bool                 { return s.t.Stop() }
