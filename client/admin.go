@@ -68,7 +68,33 @@ func NewAdmin(addr string, opts ...AdminOption) (*Admin, error) {
 	return a, nil
 }
 
-// Retention bounds a stream's log; nil fields are unbounded.
+// Values of StreamInfo.Kind, Consistency and Delivery (spec/auth.md §1). What each means
+// on a single-node broker is in docs/operations.md, "Stream options"; Queue, Quorum,
+// AtLeastOnce and a Retention bound need a durable stream (CreateStream answers
+// ErrMalformed naming the field otherwise).
+const (
+	// KindStream (the default): read by Subscribe and by consumer groups.
+	KindStream = "Stream"
+	// KindQueue: read through consumer groups only (Poll, Ack, Nack); Subscribe is
+	// refused with ErrMalformed.
+	KindQueue = "Queue"
+	// ConsistencyLeader (the default): a publish is acknowledged at the broker's commit
+	// under its fsync mode.
+	ConsistencyLeader = "Leader"
+	// ConsistencyQuorum: a publish is acknowledged once a majority holds it on disk; a
+	// single node fsyncs the stream's log before every acknowledgement.
+	ConsistencyQuorum = "Quorum"
+	// DeliveryAtMostOnce (the default): acknowledged and fire-and-forget publishes alike.
+	DeliveryAtMostOnce = "AtMostOnce"
+	// DeliveryAtLeastOnce: only acknowledged publishes (answered after commit) are
+	// accepted; an AckNone publish is refused by the broker and not stored.
+	DeliveryAtLeastOnce = "AtLeastOnce"
+)
+
+// Retention bounds a durable stream's log per shard: whole sealed segments older than
+// MaxAgeSeconds or beyond MaxSizeBytes are dropped from the head. A nil or zero field
+// takes the broker's default (FELIX_DURABLE_RETENTION_SECONDS / _BYTES, off unless set);
+// a set one wins over it. It is fixed once the stream exists.
 type Retention struct {
 	MaxAgeSeconds *int64 `json:"max_age_seconds,omitempty"`
 	MaxSizeBytes  *int64 `json:"max_size_bytes,omitempty"`
@@ -76,16 +102,16 @@ type Retention struct {
 
 // StreamInfo is a stream as the admin API shows it. For CreateStream, empty fields take
 // the broker's defaults (kind Stream, 1 shard, consistency Leader, delivery AtMostOnce,
-// routing modulo).
+// routing modulo); Kind, Consistency and Delivery take the constants above.
 type StreamInfo struct {
 	Tenant      string    `json:"tenant_id"`
 	Namespace   string    `json:"namespace"`
 	Name        string    `json:"stream"`
-	Kind        string    `json:"kind,omitempty"` // Stream or Queue
+	Kind        string    `json:"kind,omitempty"` // KindStream or KindQueue
 	Shards      uint32    `json:"shards,omitempty"`
 	Retention   Retention `json:"retention"`
-	Consistency string    `json:"consistency,omitempty"`
-	Delivery    string    `json:"delivery,omitempty"`
+	Consistency string    `json:"consistency,omitempty"` // ConsistencyLeader or ConsistencyQuorum
+	Delivery    string    `json:"delivery,omitempty"`    // DeliveryAtMostOnce or DeliveryAtLeastOnce
 	Durable     bool      `json:"durable"`
 	Routing     string    `json:"routing,omitempty"` // modulo or jump_hash
 }
