@@ -61,12 +61,12 @@ func (a *app) streamCreate() *cobra.Command {
 	f := cmd.Flags()
 	f.Uint32Var(&shards, "shards", 1, "number of shards (1..4096)")
 	f.BoolVar(&memory, "memory", false, "keep the stream in memory only (not durable)")
-	f.StringVar(&kind, "kind", "", "Stream or Queue (broker default: Stream)")
+	f.StringVar(&kind, "kind", "", "Stream (default), or Queue: read through consumer groups only; durable streams only")
 	f.StringVar(&routing, "routing", "", "key routing: modulo or jump_hash (broker default: modulo)")
-	f.StringVar(&delivery, "delivery", "", "AtMostOnce or AtLeastOnce")
-	f.StringVar(&consistency, "consistency", "", "Leader or Quorum")
-	f.Int64Var(&maxAge, "retention-seconds", 0, "drop records older than this many seconds (0 = keep)")
-	f.Int64Var(&maxBytes, "retention-bytes", 0, "keep at most this many bytes per shard (0 = unlimited)")
+	f.StringVar(&delivery, "delivery", "", "AtMostOnce (default), or AtLeastOnce: only acknowledged publishes are accepted; durable streams only")
+	f.StringVar(&consistency, "consistency", "", "Leader (default), or Quorum: ack once on disk (fsync before every ack); durable streams only")
+	f.Int64Var(&maxAge, "retention-seconds", 0, "drop sealed segments whose newest record is older than this (0 = the broker's FELIX_DURABLE_RETENTION_SECONDS); durable streams only")
+	f.Int64Var(&maxBytes, "retention-bytes", 0, "keep about this many bytes per shard, dropping the oldest sealed segments (0 = the broker's FELIX_DURABLE_RETENTION_BYTES); durable streams only")
 	return cmd
 }
 
