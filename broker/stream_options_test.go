@@ -110,20 +110,10 @@ func TestStreamOptionsReachTheEngine(t *testing.T) {
 			}
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitUntil(t, 20*time.Second, "retention of 8 KiB to drop a segment of a 40 KB stream", func() bool {
 		info, err := srv.engine.StreamInfo(bounded)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.EarliestOffsets[0] > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("retention of 8 KiB never dropped a segment of a 40 KB stream")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && info.EarliestOffsets[0] > 0
+	})
 	if info, _ := srv.engine.StreamInfo(open); info.EarliestOffsets[0] != 0 {
 		t.Fatalf("stream without retention lost its head: %v", info.EarliestOffsets)
 	}
