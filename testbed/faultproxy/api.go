@@ -70,7 +70,7 @@ func (p *Proxy) Stats(d Direction) (LinkStats, error) {
 
 // Snapshot returns the seed, addresses, session count and both links' faults and counters.
 func (p *Proxy) Snapshot() Snapshot {
-	s := Snapshot{Seed: p.seed, Listen: p.listen.String(), Upstream: p.upstream.String(), Sessions: p.Sessions()}
+	s := Snapshot{Seed: p.seed, Listen: p.listen.String(), Upstream: p.upAddr.String(), Sessions: p.Sessions()}
 	for d, l := range p.links {
 		s.Links = append(s.Links, LinkState{Link: Direction(d), Faults: l.get(), Stats: l.stats()})
 	}

@@ -23,7 +23,8 @@ const maxControlBody = 64 << 10
 //	GET  /changes      → []Change, oldest first
 //
 // A malformed body, an unknown field, an out-of-range value or an unknown link is 400; a body over
-// 64 KiB is 413; a Host header that is not loopback (DNS rebinding) is 403; a closed proxy is 503.
+// 64 KiB is 413; a wrong method is 405, an unknown path 404; a Host header that is not loopback
+// (DNS rebinding) is 403; a closed proxy is 503.
 func (p *Proxy) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /links", func(w http.ResponseWriter, r *http.Request) {
@@ -47,6 +48,15 @@ func (p *Proxy) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /changes", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, p.Changes())
+	})
+	for path, allow := range map[string]string{"/links": "GET", "/links/{dir}": "GET, PUT", "/reset": "POST", "/changes": "GET"} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "faultproxy: " + r.Method + " " + path + ": use " + allow})
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "faultproxy: no such path " + r.URL.Path})
 	})
 	return loopbackHostOnly(mux)
 }

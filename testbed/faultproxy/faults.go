@@ -49,6 +49,16 @@ func (d Direction) String() string {
 // MarshalText encodes the direction by its String name, so JSON shows "to-server".
 func (d Direction) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
+// UnmarshalText decodes a name accepted by ParseDirection, so JSON answers decode into Direction.
+func (d *Direction) UnmarshalText(text []byte) error {
+	v, err := ParseDirection(string(text))
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
 // ParseDirection maps "to-server" (also "c2s"), "to-client" (also "s2c") and "both" to a Direction.
 // Any other name gives an error wrapping ErrUnknownLink.
 func ParseDirection(name string) (Direction, error) {

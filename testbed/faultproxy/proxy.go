@@ -67,6 +67,7 @@ type Proxy struct {
 	ln       *net.UDPConn
 	listen   netip.AddrPort
 	upstream *net.UDPAddr
+	upAddr   netip.AddrPort // upstream, unmapped
 	links    [numLinks]*link
 	log      *slog.Logger
 	clock    Clock
@@ -103,7 +104,7 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("faultproxy: listen %s: %w", cfg.Listen, err)
 	}
 	p.ln = ln
-	p.listen = ln.LocalAddr().(*net.UDPAddr).AddrPort()
+	p.listen = unmap(ln.LocalAddr().(*net.UDPAddr).AddrPort())
 	_ = ln.SetReadBuffer(p.sockBuf)
 	_ = ln.SetWriteBuffer(p.sockBuf)
 	now := p.clock.Now()
@@ -111,7 +112,7 @@ func New(cfg Config) (*Proxy, error) {
 		p.record(Direction(d), "config", p.links[d].get(), f, now)
 		p.links[d].set(f, now, false)
 	}
-	p.log.Info("faultproxy: started", "listen", p.listen.String(), "upstream", p.upstream.String(),
+	p.log.Info("faultproxy: started", "listen", p.listen.String(), "upstream", p.upAddr.String(),
 		"seed", p.seed, "prng", "link d uses PCG(seed, d+1); to-server d=0, to-client d=1")
 	for d, l := range p.links {
 		p.wg.Add(1)
@@ -149,7 +150,7 @@ func newProxy(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{
-		seed: cfg.Seed, upstream: up, log: cfg.Logger, clock: cfg.Clock, pool: newBufPool(),
+		seed: cfg.Seed, upstream: up, upAddr: unmap(up.AddrPort()), log: cfg.Logger, clock: cfg.Clock, pool: newBufPool(),
 		maxSess: cfg.MaxSessions, sockBuf: cfg.SocketBuffer, allowAny: cfg.AllowNonLoopback,
 		done: make(chan struct{}), sessions: map[netip.AddrPort]*session{},
 	}
@@ -199,6 +200,9 @@ func resolveUDP(what, addr string, allowAny bool) (*net.UDPAddr, error) {
 	return a, nil
 }
 
+// unmap turns an IPv4-mapped IPv6 address into plain IPv4.
+func unmap(a netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) }
+
 func randomSeed() uint64 {
 	var b [8]byte
 	for {
@@ -213,7 +217,7 @@ func randomSeed() uint64 {
 func (p *Proxy) Addr() netip.AddrPort { return p.listen }
 
 // Upstream returns the resolved upstream address.
-func (p *Proxy) Upstream() netip.AddrPort { return p.upstream.AddrPort() }
+func (p *Proxy) Upstream() netip.AddrPort { return p.upAddr }
 
 // Seed returns the PRNG seed in use (Config.Seed, or the random one chosen when it was 0).
 func (p *Proxy) Seed() uint64 { return p.seed }
@@ -233,7 +237,7 @@ func (p *Proxy) readClients() {
 			}
 			continue
 		}
-		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+		from = unmap(from)
 		s := p.session(from)
 		if s == nil {
 			l.c.in.Add(1)
