@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -203,7 +204,7 @@ func TestSmallParsers(t *testing.T) {
 		t.Errorf("parseStart(EARLIEST) = %v %v", s, err)
 	}
 	j := dumpLineJSON(`offset 7 ts 99 kind 1 len 3 payload "a\"b"`)
-	if j["offset"] != int64(7) || j["ts_us"] != int64(99) || j["payload"] != `a"b` {
+	if j["offset"] != uint64(7) || j["ts_us"] != int64(99) || j["payload"] != `a"b` {
 		t.Errorf("dumpLineJSON: %v", j)
 	}
 	if j := dumpLineJSON("problem: bad"); j["problem"] != "bad" {
@@ -215,18 +216,42 @@ func TestSmallParsers(t *testing.T) {
 }
 
 // FuzzDumpLineJSON: any line seglog.Dump could print (or garbage) converts without panic,
-// and a well-formed record line keeps its offset.
+// and a well-formed record line keeps its offset. Every line becomes exactly one of the
+// three objects (problem, record, line as given); a record line built from the fuzzed
+// fields the way seglog.Dump prints it (seglog/tool.go) gives back every field.
 func FuzzDumpLineJSON(f *testing.F) {
-	f.Add(`offset 7 ts 99 kind 1 len 3 payload "a\"b"`)
-	f.Add(`problem: seglog: checksum mismatch in d segment 00000000000000000000 at byte 64`)
-	f.Add(`offset 0 ts 0 kind 0 len 0 payload ""`)
-	f.Add(` payload `)
-	f.Fuzz(func(t *testing.T, line string) {
-		j := dumpLineJSON(line)
-		if len(j) == 0 {
-			t.Fatalf("empty object for %q", line)
+	f.Add(`offset 7 ts 99 kind 1 len 3 payload "a\"b"`, uint64(7), int64(99), uint8(1), uint32(3), `a"b`)
+	f.Add(`problem: seglog: checksum mismatch in d segment 00000000000000000000 at byte 64`, uint64(1)<<63, int64(-1), uint8(255), uint32(1<<31), "\xff\n")
+	f.Add(`offset 0 ts 0 kind 0 len 0 payload ""`, uint64(0), int64(0), uint8(0), uint32(0), "")
+	f.Add(` payload `, uint64(18446744073709551615), int64(-9223372036854775808), uint8(6), uint32(32), " payload ")
+	f.Fuzz(func(t *testing.T, line string, off uint64, ts int64, kind uint8, n uint32, payload string) {
+		checkDumpShape(t, line, dumpLineJSON(line))
+		rec := fmt.Sprintf("offset %d ts %d kind %d len %d payload %s", off, ts, kind, n, strconv.Quote(payload))
+		j := dumpLineJSON(rec)
+		if j["offset"] != off || j["ts_us"] != ts || j["kind"] != int64(kind) || j["len"] != int64(n) || j["payload"] != payload {
+			t.Fatalf("record line %q became %v", rec, j)
 		}
 	})
+}
+
+// checkDumpShape fails t unless j is one of dumpLineJSON's three objects for line: the
+// text after "problem: ", a record (offset, ts_us, kind, len, payload), or the line itself.
+func checkDumpShape(t *testing.T, line string, j map[string]any) {
+	t.Helper()
+	if p, ok := strings.CutPrefix(line, "problem: "); ok {
+		if len(j) != 1 || j["problem"] != p {
+			t.Fatalf("problem line %q became %v", line, j)
+		}
+		return
+	}
+	if len(j) == 1 && j["line"] == line {
+		return
+	}
+	for _, k := range []string{"offset", "ts_us", "kind", "len", "payload"} {
+		if _, ok := j[k]; !ok || len(j) != 5 {
+			t.Fatalf("line %q became %v: neither a record nor the line as given", line, j)
+		}
+	}
 }
 
 // FuzzParseStart: --from never panics; what it accepts is earliest, latest or a number.

@@ -189,7 +189,8 @@ func dumpLineJSON(line string) map[string]any {
 	if p, ok := strings.CutPrefix(line, "problem: "); ok {
 		return map[string]any{"problem": p}
 	}
-	var off, ts, kind, n int64
+	var off uint64 // offsets are uint64 (seglog's record header): all 64 bits print
+	var ts, kind, n int64
 	var rest string
 	i := strings.Index(line, " payload ")
 	if i < 0 {
