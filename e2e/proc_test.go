@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math/big"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -61,22 +62,59 @@ func repoRoot(t *testing.T) string {
 	}
 }
 
-// freePorts reserves a UDP port (QUIC) and a TCP port (HTTP) on 127.0.0.1. The broker is
-// restarted on the same ports so the SDK's reconnects find it again.
+// freePorts picks a UDP port (QUIC) and a TCP port (HTTP) on 127.0.0.1 that are free now
+// and lie below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by
+// default). The broker is restarted on the same ports so the SDK's reconnects find it again;
+// a port from the ephemeral range (what ":0" hands out) can be taken between two starts by
+// any socket bound to ":0" — another phase's client, another package's test under `go test
+// ./...` — and the restart then fails with "address already in use" (seen in a CI-sized
+// run). Ports are never handed out twice by one test process.
 func freePorts(t *testing.T) (quicAddr, httpAddr string) {
 	t.Helper()
-	u, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portMu.Lock()
+	defer portMu.Unlock()
+	low, high := portRange()
+	for range 1000 {
+		p := low + mrand.IntN(high-low)
+		if portsTaken[p] {
+			continue
+		}
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		u.Close()
+		if err != nil {
+			continue
+		}
+		l.Close()
+		portsTaken[p] = true
+		addr := fmt.Sprintf("127.0.0.1:%d", p)
+		return addr, addr
 	}
-	defer u.Close()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return u.LocalAddr().String(), l.Addr().String()
+	t.Fatalf("no free port in [%d, %d) after 1000 tries", low, high)
+	return "", ""
 }
+
+// portRange is where freePorts picks: the 12000 ports below the ephemeral range's start
+// (from /proc/sys/net/ipv4/ip_local_port_range; 32768 when unreadable), never below 1024.
+func portRange() (low, high int) {
+	high = 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 2048 {
+				high = n
+			}
+		}
+	}
+	return max(1024, high-12000), high
+}
+
+var (
+	portMu     sync.Mutex
+	portsTaken = map[int]bool{}
+)
 
 // writeCert makes a self-signed ECDSA certificate for 127.0.0.1 and returns the PEM file
 // paths and the SHA-256 fingerprint of its DER (the pin every client uses). A fixed
