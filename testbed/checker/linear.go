@@ -103,8 +103,8 @@ func explainFailures(h *history.History, failing []*linObject, res LinearResult,
 		res.Findings = append(res.Findings, Finding{
 			Anomaly: obj.anomaly, Stream: obj.stream, Shard: obj.shard, Object: obj.display,
 			Ops: opIndices(h, stuck), Visualization: res.Visualization,
-			Detail: fmt.Sprintf("no linearization of its %d operations: %d could not be placed, "+
-				"the search stuck first at the ops listed", len(obj.ops), count),
+			Detail: fmt.Sprintf("no linearization of its %d operations; %d could not be placed, "+
+				"the search got stuck first at the ops listed", len(obj.ops), count),
 		})
 	}
 	sortFindings(res.Findings)
