@@ -317,14 +317,17 @@ func (l *link) run(done <-chan struct{}, send func(packet)) {
 	}
 }
 
-// set replaces the faults (applying at now), refills the token bucket and releases held datagrams;
-// flush also releases every queued datagram at once. It returns the faults replaced.
+// set replaces the faults (applying at now) and releases held datagrams; a changed rate cap starts
+// with a full bucket (an unchanged one keeps its backlog). flush also releases every queued datagram
+// at once and empties the bucket's backlog. It returns the faults replaced.
 func (l *link) set(f Faults, now time.Time, flush bool) Faults {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	before := l.faults
 	l.faults = f
-	l.tokens, l.last = float64(f.RateBurstBytes), now
+	if flush || f.RateBytesPerSec != before.RateBytesPerSec || f.RateBurstBytes != before.RateBurstBytes {
+		l.tokens, l.last = float64(f.RateBurstBytes), now // a new cap starts with a full bucket
+	}
 	for _, h := range l.held {
 		l.requeue(h.p, now)
 	}

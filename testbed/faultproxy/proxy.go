@@ -63,20 +63,21 @@ type Config struct {
 // go back to the right client), and applies two links' faults: ToServer to datagrams from clients,
 // ToClient to replies. Every method is safe for concurrent use.
 type Proxy struct {
-	seed     uint64
-	ln       *net.UDPConn
-	listen   netip.AddrPort
-	upstream *net.UDPAddr
-	upAddr   netip.AddrPort // upstream, unmapped
-	links    [numLinks]*link
-	log      *slog.Logger
-	clock    Clock
-	pool     *bufPool
-	maxSess  int
-	sockBuf  int
-	allowAny bool
-	done     chan struct{}
-	wg       sync.WaitGroup
+	seed      uint64
+	ln        *net.UDPConn
+	listen    netip.AddrPort
+	listenUDP *net.UDPAddr // the resolved Config.Listen
+	upstream  *net.UDPAddr
+	upAddr    netip.AddrPort // upstream, unmapped
+	links     [numLinks]*link
+	log       *slog.Logger
+	clock     Clock
+	pool      *bufPool
+	maxSess   int
+	sockBuf   int
+	allowAny  bool
+	done      chan struct{}
+	wg        sync.WaitGroup
 
 	changeMu sync.Mutex // orders fault changes so the change list matches the order they applied
 	mu       sync.Mutex
@@ -99,9 +100,9 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.ListenUDP("udp", p.listenAddr(cfg))
+	ln, err := net.ListenUDP("udp", p.listenUDP)
 	if err != nil {
-		return nil, fmt.Errorf("faultproxy: listen %s: %w", cfg.Listen, err)
+		return nil, fmt.Errorf("faultproxy: listen %s: %w", p.listenUDP, err)
 	}
 	p.ln = ln
 	p.listen = unmap(ln.LocalAddr().(*net.UDPAddr).AddrPort())
@@ -146,11 +147,12 @@ func newProxy(cfg Config) (*Proxy, error) {
 	if cfg.Listen == "" {
 		cfg.Listen = DefaultListen
 	}
-	if _, err := resolveUDP("listen", cfg.Listen, cfg.AllowNonLoopback); err != nil {
+	listen, err := resolveUDP("listen", cfg.Listen, cfg.AllowNonLoopback)
+	if err != nil {
 		return nil, err
 	}
 	p := &Proxy{
-		seed: cfg.Seed, upstream: up, upAddr: unmap(up.AddrPort()), log: cfg.Logger, clock: cfg.Clock, pool: newBufPool(),
+		seed: cfg.Seed, listenUDP: listen, upstream: up, upAddr: unmap(up.AddrPort()), log: cfg.Logger, clock: cfg.Clock, pool: newBufPool(),
 		maxSess: cfg.MaxSessions, sockBuf: cfg.SocketBuffer, allowAny: cfg.AllowNonLoopback,
 		done: make(chan struct{}), sessions: map[netip.AddrPort]*session{},
 	}
@@ -173,15 +175,6 @@ func newProxy(cfg Config) (*Proxy, error) {
 		p.links[d] = newLink(Direction(d), p.seed, p.clock, p.pool)
 	}
 	return p, nil
-}
-
-func (p *Proxy) listenAddr(cfg Config) *net.UDPAddr {
-	listen := cfg.Listen
-	if listen == "" {
-		listen = DefaultListen
-	}
-	a, _ := resolveUDP("listen", listen, true) // checked by newProxy
-	return a
 }
 
 // resolveUDP resolves a "host:port" UDP address; unless allowAny it must be loopback (an empty or
