@@ -13,21 +13,21 @@ type Anomaly string
 
 // The anomalies the checkers report.
 const (
-	LostWrite          Anomaly = "lost-write"          // acked, at or below a read offset, never read
-	Duplicate          Anomaly = "duplicate"           // one payload at two offsets
-	InconsistentOffset Anomaly = "inconsistent-offset" // two payloads at one offset
-	NonMonotonicRead   Anomaly = "non-monotonic-read"  // a subscription's offsets went backwards (or repeated)
-	SkippedRead        Anomaly = "skipped-read"        // an unflagged gap in a subscription
-	DirtyRead          Anomaly = "dirty-read"          // a read of a payload whose every publish definitely failed
-	Unseen             Anomaly = "unseen"              // acked, never read, though final reads ran
-	ReplicasDiverged   Anomaly = "replicas-diverged"   // replicas' committed logs differ
-	NonLinearCache     Anomaly = "non-linearizable-cache"
-	NonLinearCounter   Anomaly = "non-linearizable-counter"
-	NonLinearCatalog   Anomaly = "non-linearizable-catalog"
-	NonLinearStream    Anomaly = "non-linearizable-stream-read"
-	GroupSkip          Anomaly = "group-skip"              // a group acked past (or acked) an offset it never delivered
-	GroupUndelivered   Anomaly = "group-undelivered"       // an owed offset never delivered, though final polls ran
-	GroupEarlyDead     Anomaly = "group-early-dead-letter" // dead-lettered before max_deliveries deliveries
+	LostWrite          Anomaly = "lost-write"                   // acked, at or below a read offset, never read
+	Duplicate          Anomaly = "duplicate"                    // one payload at two offsets
+	InconsistentOffset Anomaly = "inconsistent-offset"          // two payloads at one offset
+	NonMonotonicRead   Anomaly = "non-monotonic-read"           // a subscription's offsets went backwards (or repeated)
+	SkippedRead        Anomaly = "skipped-read"                 // an unflagged gap in a subscription
+	DirtyRead          Anomaly = "dirty-read"                   // a read of a payload whose every publish definitely failed
+	Unseen             Anomaly = "unseen"                       // acked, never read, though final reads ran
+	ReplicasDiverged   Anomaly = "replicas-diverged"            // replicas' committed logs differ
+	NonLinearCache     Anomaly = "non-linearizable-cache"       // a cache key's operations have no linearization
+	NonLinearCounter   Anomaly = "non-linearizable-counter"     // a counter's operations have no linearization
+	NonLinearCatalog   Anomaly = "non-linearizable-catalog"     // a catalog entry's operations have no linearization
+	NonLinearStream    Anomaly = "non-linearizable-stream-read" // a point-read stream offset's operations have none
+	GroupSkip          Anomaly = "group-skip"                   // a group acked past (or acked) an offset it never delivered
+	GroupUndelivered   Anomaly = "group-undelivered"            // an owed offset never delivered, though final polls ran
+	GroupEarlyDead     Anomaly = "group-early-dead-letter"      // dead-lettered before max_deliveries deliveries
 )
 
 // Finding is one anomaly found in a history.

@@ -154,7 +154,10 @@ type linBuilder struct {
 func linObjects(h *history.History) []*linObject {
 	b := &linBuilder{h: h, objects: map[string]*linObject{}}
 	for i := range h.Ops {
-		b.open = max(b.open, h.Ops[i].CompleteNS+1)
+		b.open = max(b.open, h.Ops[i].CompleteNS)
+	}
+	if b.open < math.MaxInt64 {
+		b.open++
 	}
 	for pos := range h.Ops {
 		b.addOp(pos)
