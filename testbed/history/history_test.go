@@ -46,9 +46,25 @@ func TestRecorderRoundTrip(t *testing.T) {
 	if err := open.Ok(Output{}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Complete after Close: %v, want ErrClosed", err)
 	}
+	var lastComplete int64
+	for i, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var op Op
+		if err := json.Unmarshal([]byte(line), &op); err != nil {
+			t.Fatal(err)
+		}
+		if op.CompleteNS < lastComplete {
+			t.Fatalf("line %d completes at %d, before the previous line's %d", i+1, op.CompleteNS, lastComplete)
+		}
+		lastComplete = op.CompleteNS
+	}
 	h, err := Load(&buf)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for i := 1; i < len(h.Ops); i++ {
+		if h.Ops[i].InvokeNS < h.Ops[i-1].InvokeNS {
+			t.Fatalf("index %d invoked at %d, before index %d at %d", i, h.Ops[i].InvokeNS, i-1, h.Ops[i-1].InvokeNS)
+		}
 	}
 	if len(h.Ops) != workers*each+1 {
 		t.Fatalf("loaded %d ops, want %d", len(h.Ops), workers*each+1)

@@ -27,7 +27,7 @@ type RecorderOptions struct {
 
 // Recorder writes a history as JSON lines, one Op per line, each line written
 // with one Write call when its operation completes (so lines are in
-// completion order; Index gives invocation order). All methods are safe for
+// complete_ns order; Index follows invoke_ns order). All methods are safe for
 // concurrent use. The first write error is sticky: later lines are dropped
 // and Err, Complete and Close return it.
 type Recorder struct {
@@ -90,9 +90,9 @@ func (r *Recorder) stamp() (int64, time.Time) {
 // value: its slices must not change afterwards. After Close the Pending's
 // Complete returns ErrClosed.
 func (r *Recorder) Invoke(process int, client string, kind Kind, in Input) *Pending {
-	ns, wall := r.stamp()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	ns, wall := r.stamp() // under the lock: index order is invoke_ns order
 	p := &Pending{r: r, op: Op{
 		Index: r.next, Process: process, Client: client, Kind: kind,
 		InvokeNS: ns, InvokeWall: wall, In: in,
@@ -113,10 +113,10 @@ func (p *Pending) Index() int { return p.op.Index }
 // out; a non-nil err is stored as the Error text. Errors: ErrCompleted on a
 // second call, ErrClosed after Close, or the recorder's sticky write error.
 func (p *Pending) Complete(outcome Outcome, out Output, err error) error {
-	ns, wall := p.r.stamp()
 	r := p.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	ns, wall := r.stamp() // under the lock: line order is complete_ns order
 	if p.done {
 		if r.closed {
 			return ErrClosed
@@ -177,9 +177,9 @@ func (r *Recorder) Err() error {
 // recorder closed"), in index order, closes the file of CreateRecorder and
 // returns the first error. Later calls return nil.
 func (r *Recorder) Close() error {
-	ns, wall := r.stamp()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	ns, wall := r.stamp()
 	if r.closed {
 		return nil
 	}
