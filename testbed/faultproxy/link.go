@@ -44,7 +44,7 @@ type LinkStats struct {
 	Reordered        uint64 `json:"reordered"`         // datagrams held back by ReorderPct
 	Delayed          uint64 `json:"delayed"`           // datagrams that waited in the delay queue (Delay, Jitter, rate cap)
 	DelayedBytes     uint64 `json:"delayed_bytes"`     // their payload bytes
-	Queued           uint64 `json:"queued"`            // gauge: datagrams waiting right now (delay queue + held)
+	Queued           uint64 `json:"queued"`            // gauge: datagrams inside the link now (delay queue, reorder hold, being written)
 }
 
 // Dropped is the sum of every drop counter of s.
@@ -363,20 +363,21 @@ func (l *link) drain() {
 	l.queue, l.held = l.queue[:0], l.held[:0]
 }
 
-// stats snapshots the counters.
+// stats snapshots the counters. Queued is derived by conservation (every datagram in, and every
+// duplicate, is forwarded, dropped or still inside); the outflow counters are read first, so a
+// datagram in transit is never counted out before it is counted in.
 func (l *link) stats() LinkStats {
-	l.mu.Lock()
-	queued := uint64(len(l.queue) + len(l.held))
-	l.mu.Unlock()
 	c := &l.c
-	return LinkStats{
-		PacketsIn: c.in.Load(), BytesIn: c.bytesIn.Load(), Forwarded: c.forwarded.Load(),
-		BytesForwarded: c.bytesForwarded.Load(), DroppedBlackhole: c.dropBlackhole.Load(),
+	s := LinkStats{
+		Forwarded: c.forwarded.Load(), BytesForwarded: c.bytesForwarded.Load(), DroppedBlackhole: c.dropBlackhole.Load(),
 		DroppedLoss: c.dropLoss.Load(), DroppedOversize: c.dropOversize.Load(), DroppedRate: c.dropRate.Load(),
 		DroppedSession: c.dropSession.Load(), DroppedWrite: c.dropWrite.Load(), DroppedClosed: c.dropClosed.Load(),
-		Duplicated: c.duplicated.Load(), Corrupted: c.corrupted.Load(), Reordered: c.reordered.Load(),
-		Delayed: c.delayed.Load(), DelayedBytes: c.delayedBytes.Load(), Queued: queued,
+		Delayed: c.delayed.Load(), DelayedBytes: c.delayedBytes.Load(), Reordered: c.reordered.Load(),
+		Corrupted: c.corrupted.Load(),
 	}
+	s.Duplicated, s.BytesIn, s.PacketsIn = c.duplicated.Load(), c.bytesIn.Load(), c.in.Load()
+	s.Queued = s.PacketsIn + s.Duplicated - s.Forwarded - s.Dropped()
+	return s
 }
 
 // The delay queue: a binary min-heap on (due, seq), typed so that pushes do not box.

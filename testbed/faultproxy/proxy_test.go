@@ -243,7 +243,7 @@ func TestReorder(t *testing.T) {
 		r := b.stream(streamOpts{n: n})
 		s, _ := b.p.Stats(ToServer)
 		if r.unique != n || r.replies != n {
-			t.Fatalf("window %d: reorder lost or added datagrams: %d unique, %d replies", window, r.unique, r.replies)
+			t.Fatalf("window %d: reorder lost or added datagrams: %d unique, %d replies; %+v", window, r.unique, r.replies, b.p.Snapshot())
 		}
 		if r.outOfOrder == 0 || s.Reordered == 0 {
 			t.Fatalf("window %d: no out-of-order arrival (held %d)", window, s.Reordered)
