@@ -11,24 +11,24 @@ type Change struct {
 	Time   time.Time `json:"time"`   // the proxy clock's time when the change applied
 	Link   Direction `json:"link"`   // ToServer or ToClient (a change to Both is recorded once per link)
 	Source string    `json:"source"` // "config", "go", "go reset", "http <remote addr>", "http <remote addr> reset"
-	Before Faults    `json:"before"`
-	After  Faults    `json:"after"`
+	Before Faults    `json:"before"` // the link's faults until the change
+	After  Faults    `json:"after"`  // the link's faults from the change on
 }
 
 // LinkState is one link's faults and counters.
 type LinkState struct {
-	Link   Direction `json:"link"`
-	Faults Faults    `json:"faults"`
-	Stats  LinkStats `json:"stats"`
+	Link   Direction `json:"link"`   // ToServer or ToClient
+	Faults Faults    `json:"faults"` // the current faults
+	Stats  LinkStats `json:"stats"`  // the counters since the proxy started
 }
 
 // Snapshot is the whole proxy's state: what GET /links answers.
 type Snapshot struct {
-	Seed     uint64      `json:"seed"`
-	Listen   string      `json:"listen"`
-	Upstream string      `json:"upstream"`
-	Sessions int         `json:"sessions"`
-	Links    []LinkState `json:"links"` // [to-server, to-client]
+	Seed     uint64      `json:"seed"`     // the PRNG seed in use
+	Listen   string      `json:"listen"`   // the bound listen address, "127.0.0.1:40001"
+	Upstream string      `json:"upstream"` // the upstream address
+	Sessions int         `json:"sessions"` // client addresses with an upstream socket
+	Links    []LinkState `json:"links"`    // [to-server, to-client]
 }
 
 // SetFaults replaces the faults of link d (ToServer, ToClient or Both) with f, from the next

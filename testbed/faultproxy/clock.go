@@ -32,7 +32,10 @@ func (SystemClock) Now() time.Time { return time.Now() }
 // NewTimer wraps time.NewTimer(d).
 func (SystemClock) NewTimer(d time.Duration) Timer { return systemTimer{time.NewTimer(d)} }
 
+// systemTimer adapts *time.Timer to Timer.
 type systemTimer struct{ t *time.Timer }
+
+// C, Reset and Stop forward to the *time.Timer.
 
 func (s systemTimer) C() <-chan time.Time        { return s.t.C }
 func (s systemTimer) Reset(d time.Duration) bool { return s.t.Reset(d) }
