@@ -3,6 +3,7 @@
 //
 //	felix-chaos selftest [-viz DIR]                 plant each anomaly, find it; clean twins stay clean
 //	felix-chaos check [-viz PATH] [-timeout D] HISTORY   run every checker on a JSON-lines history
+//	felix-chaos proxy --listen A --upstream B --control C --seed N   the UDP fault proxy
 //
 // Both end with the line "N passed, M failed" and exit 1 when M > 0; usage
 // errors and unreadable histories exit 2. docs/cluster-testing.md is the guide.
@@ -25,12 +26,11 @@ type subcommand struct {
 }
 
 // subcommands is the table; each subcommand lives in its own file. The test
-// bed's proxy, run and soak subcommands join it, each a line here and a file:
-//
-//	{"proxy", "run the fault-injecting proxy", runProxy}, // proxy.go: errorExit(stderr, "proxy", faultproxy.RunCommand(args, os.Stdout))
+// bed's run and soak subcommands join it, each a line here and a file.
 var subcommands = []subcommand{
 	{"selftest", "plant every anomaly in a history and check the checkers find it (and nothing in clean twins)", runSelftest},
 	{"check", "run every checker on a JSON-lines history file", runCheck},
+	{"proxy", "run the UDP fault proxy for one QUIC link (faults set over its loopback control API)", runProxy},
 }
 
 // Exit codes.
