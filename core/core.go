@@ -32,7 +32,8 @@ type core struct {
 	idleTurns int // consecutive turns without work (see Config.IdleTurns)
 
 	// Slots for the shard types of other files (see the package comment):
-	// cache_ops.go and group_ops.go keep their per-core state here.
+	// cache_shard.go (cacheTable) and group_table.go (groupTable) keep their
+	// per-core state here.
 	cacheShards any
 	groupShards any
 

@@ -193,7 +193,7 @@ type Engine struct {
 	catalogMu sync.Mutex                                 // serializes catalog writes
 	catalog   atomic.Pointer[map[StreamName]*streamMeta] // copy-on-write; lock-free reads
 
-	caches cacheCatalog // the engine's caches (cache_ops.go)
+	caches cacheCatalog // the engine's caches (cache_catalog.go)
 
 	nextSubscription atomic.Uint64
 	closed           atomic.Bool

@@ -12,7 +12,7 @@ const (
 
 // operation is a message kind defined outside the publish fast path
 // (catalog changes, subscribe, and the cache and group operations in
-// cache_ops.go and group_ops.go). apply runs on the owning core goroutine
+// cache_ops.go, group_ops.go and group_poll.go). apply runs on the owning core goroutine
 // and must not block. fail runs instead of apply, exactly once, when the
 // core stops before applying it (err is ErrClosed); it may run on any
 // goroutine.

@@ -16,11 +16,11 @@ const (
 	// publish, see producer.go).
 	logProducers
 	// logCacheRecords and logCacheCounters are a cache shard's two logs
-	// (cache_ops.go; the production disk keeps them under caches/).
+	// (cache_shard.go; the production disk keeps them under caches/).
 	logCacheRecords  logKind = 13
 	logCacheCounters logKind = 20
 	// logGroupCursors and logDeadLetters are the consumer-group companion
-	// logs of a durable stream shard (group_ops.go; seglog "groups" and
+	// logs of a durable stream shard (group_shard.go; seglog "groups" and
 	// "dead-letters" companion directories, spec/storage-format.md §6).
 	logGroupCursors logKind = 16
 	logDeadLetters  logKind = 18

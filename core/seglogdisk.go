@@ -95,7 +95,7 @@ func (d *seglogDisk) OpenLog(kind logKind, name StreamName, shard int) (shardLog
 		if own != nil {
 			applyStreamOptions(&opts, own)
 		}
-	case logGroupCursors: // bounded by compaction (group_ops.go)
+	case logGroupCursors: // bounded by compaction (group_shard.go)
 		opts.Dir = seglog.CompanionDir(opts.Dir, seglog.CompanionGroups)
 	case logDeadLetters:
 		opts.Dir = seglog.CompanionDir(opts.Dir, seglog.CompanionDeadLetters)
@@ -189,7 +189,7 @@ func (l *seglogLog) ReadCommitted(from uint64, maxBytes int, fn func(uint64, int
 
 // Compact appends live at the tail and, once that is durable, drops every
 // older record (seglog.Log.Compact): the producer log (producer.go), cache
-// logs (cache_ops.go) and group logs (group_ops.go) compact through it.
+// logs (cache_shard.go) and group logs (group_shard.go) compact through it.
 func (l *seglogLog) Compact(live [][]byte, ts int64, done func(first, last uint64, err error)) error {
 	return l.log.Compact(live, ts, done)
 }

@@ -47,10 +47,10 @@ type streamShard struct {
 
 	// onCommit, when set, runs each time a batch of the records log
 	// committed, after its fanout: the shard's group state wakes its parked
-	// polls (group_ops.go recordsCommitted).
+	// polls (group_shard.go recordsCommitted).
 	onCommit func()
 	// onClose, when set, runs once when the shard closes, with the reason:
-	// the shard's group state answers its parked polls (group_ops.go).
+	// the shard's group state answers its parked polls (group_shard.go streamClosed).
 	onClose func(error)
 }
 

@@ -1,0 +1,399 @@
+package core
+
+// One cache shard on its core (the overview of caches is at the top of
+// cache_catalog.go): the core's cacheTable, opening a shard and replaying its
+// cache and counter logs, appending the state machine's effects, releasing
+// answers and watch changes in commit order, failing and closing a shard, the
+// TTL sweep timer and log compaction.
+
+import (
+	"fmt"
+
+	"felix/core/cache"
+	"felix/seglog"
+)
+
+// cacheTable is a core's cache state (the core's cacheShards slot).
+type cacheTable struct {
+	c      *core
+	shards map[*cacheShard]struct{}
+	timer  coreTimer
+}
+
+// cacheShard drives the cache state machine of one shard on its core.
+type cacheShard struct {
+	c        *core
+	name     CacheName
+	index    int
+	durable  bool
+	sm       *cache.Shard
+	log      shardLog // cache log; nil when in memory
+	counters shardLog // counter log; nil when in memory
+	// committed offsets of the two logs (in memory: equal to the next ones).
+	cacheCommitted, counterCommitted uint64
+	waiters                          fifo[cacheWaiter]
+	changes                          fifo[cache.Change] // copies, waiting for their commit
+	watchers                         map[uint64]*CacheWatcher
+	written                          uint64 // cache-log records since the last compaction
+	inflight                         int    // appends not completed yet
+	pendingClose                     *cachePendingClose
+	metrics                          *cacheMetrics
+	stats                            cache.Stats // as last reported to metrics
+	failed                           error
+	closed                           bool
+	onCache, onCounter               func(first, last uint64, err error)
+}
+
+// cachePendingClose is a close waiting for the shard's appends in flight.
+type cachePendingClose struct {
+	reason error
+	remove bool
+	done   chan error
+}
+
+// cacheWaiter is an answer released once both logs reach its offsets.
+type cacheWaiter struct {
+	cacheNeed, counterNeed uint64
+	a                      cacheAnswerer
+}
+
+func (c *core) cacheTable() *cacheTable {
+	if t, ok := c.cacheShards.(*cacheTable); ok {
+		return t
+	}
+	t := &cacheTable{c: c, shards: map[*cacheShard]struct{}{}}
+	t.timer = coreTimer{index: -1, fn: t.sweep}
+	c.cacheShards = t
+	e := c.engine
+	c.onStop = append(c.onStop, t.closeAll, func() { e.caches.m.Store(nil) }) // the engine is stopping
+	return t
+}
+
+// openCacheShard creates shard index of spec on this core, replaying its
+// logs when durable.
+func (c *core) openCacheShard(meta *cacheMeta, index int) (*cacheShard, error) {
+	spec := &meta.spec
+	cs := &cacheShard{c: c, name: spec.Name, index: index, durable: spec.Durable, metrics: meta.metrics,
+		sm: cache.New(spec.Limits), watchers: map[uint64]*CacheWatcher{}}
+	cs.onCache, cs.onCounter = cs.cacheAppended, cs.counterAppended
+	if spec.Durable {
+		if err := cs.openLogs(); err != nil {
+			return nil, err
+		}
+	}
+	cs.reportStats()
+	t := c.cacheTable()
+	t.shards[cs] = struct{}{}
+	if t.timer.index < 0 {
+		c.timers.schedule(&t.timer, c.clock.MonoNanos()+int64(cacheSweepInterval))
+	}
+	return cs, nil
+}
+
+func (cs *cacheShard) openLogs() error {
+	where := fmt.Sprintf("cache %s shard %d", cs.name, cs.index)
+	var err error
+	if cs.log, err = cs.c.openCacheLog(logCacheRecords, cs.name, cs.index); err != nil {
+		return storageError("open "+where, err)
+	}
+	if cs.counters, err = cs.c.openCacheLog(logCacheCounters, cs.name, cs.index); err != nil {
+		cs.closeLogs()
+		return storageError("open counters of "+where, err)
+	}
+	if err = cs.replay(); err != nil {
+		cs.closeLogs()
+		return storageError("replay "+where, err)
+	}
+	return nil
+}
+
+// openCacheLog opens a cache shard's log: on the production disk under the
+// seglog caches/ root (counters in the "counters" companion directory); on
+// other disks through OpenLog by kind.
+func (c *core) openCacheLog(kind logKind, name CacheName, shard int) (shardLog, error) {
+	d, ok := c.disk.(*seglogDisk)
+	if !ok {
+		return c.disk.OpenLog(kind, name.asStream(), shard)
+	}
+	opts := d.opts
+	opts.Dir = d.cacheDir(name, shard)
+	if kind == logCacheCounters {
+		opts.Dir = seglog.CompanionDir(opts.Dir, seglog.CompanionCounters)
+	}
+	l, err := d.disk.Open(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &seglogLog{log: l, reader: l.Reader()}, nil
+}
+
+func (d *seglogDisk) cacheDir(name CacheName, shard int) string {
+	return seglog.ShardDir(d.root, seglog.ShardKey{Kind: seglog.ShardCache, Tenant: name.Tenant,
+		Namespace: name.Namespace, Name: name.Cache, Shard: uint32(shard)})
+}
+
+// replay feeds both logs to the state machine.
+func (cs *cacheShard) replay() error {
+	if err := readWithOffsets(cs.log, cs.sm.ReplayCache); err != nil {
+		return err
+	}
+	if err := readWithOffsets(cs.counters, cs.sm.ReplayCounter); err != nil {
+		return err
+	}
+	cs.cacheCommitted, cs.counterCommitted = cs.log.NextOffset(), cs.counters.NextOffset()
+	return cs.sm.FinishReplay(cs.cacheCommitted, cs.counterCommitted)
+}
+
+// readWithOffsets feeds every committed record of l to fn with its offset.
+func readWithOffsets(l shardLog, fn func(uint64, []byte) error) error {
+	next := l.EarliestOffset()
+	for next < l.CommittedOffset() {
+		var ferr error
+		from := next
+		err := l.ReadCommitted(from, cacheReadBytes, func(off uint64, _ int64, p []byte) bool {
+			next = off + 1
+			ferr = fn(off, p)
+			return ferr == nil
+		})
+		if err != nil {
+			return err
+		}
+		if ferr != nil {
+			return ferr
+		}
+		if next == from {
+			return fmt.Errorf("core: read of %d returned nothing below committed %d", from, l.CommittedOffset())
+		}
+	}
+	return nil
+}
+
+func (cs *cacheShard) usable() error {
+	if cs.closed {
+		return ErrNotFound
+	}
+	return cs.failed
+}
+
+// flush takes the state machine's effects: appends the records (durable) and
+// queues copies of the changes until their records commit.
+func (cs *cacheShard) flush() {
+	fx := cs.sm.Effects()
+	if fx.Empty() {
+		return
+	}
+	for _, ch := range fx.Changes {
+		if cs.watchers[ch.WatchID] != nil {
+			ch.Key = append([]byte(nil), ch.Key...)
+			if ch.Value != nil {
+				ch.Value = append([]byte{}, ch.Value...)
+			}
+			cs.changes.push(ch)
+		}
+	}
+	ts := cs.c.clock.WallMicros()
+	var err error
+	if cs.durable && len(fx.CacheRecords) > 0 {
+		err = cs.log.Append(fx.CacheRecords, ts, cs.onCache)
+		cs.countAppend(err)
+	}
+	if err == nil && cs.durable && len(fx.CounterRecords) > 0 {
+		err = cs.counters.Append(fx.CounterRecords, ts, cs.onCounter)
+		cs.countAppend(err)
+	}
+	cs.written += uint64(len(fx.CacheRecords))
+	cs.sm.Advance()
+	cs.reportStats()
+	if err != nil {
+		cs.fail(storageError("append cache logs", err))
+		return
+	}
+	if !cs.durable {
+		cs.cacheCommitted, cs.counterCommitted = cs.sm.NextOffsets()
+		cs.settle()
+	}
+	cs.maybeCompact()
+}
+
+func (cs *cacheShard) countAppend(err error) {
+	if err == nil {
+		cs.inflight++
+	}
+}
+
+// reportStats hands the state machine's count changes to the metrics.
+func (cs *cacheShard) reportStats() {
+	cur := cs.sm.Stats()
+	cs.metrics.update(cs.stats, cur)
+	cs.stats = cur
+}
+
+func (cs *cacheShard) cacheAppended(_, last uint64, err error) {
+	cs.appendDone()
+	if err != nil {
+		cs.fail(storageError("commit cache log", err))
+		return
+	}
+	cs.cacheCommitted = max(cs.cacheCommitted, last+1)
+	cs.settle()
+}
+
+func (cs *cacheShard) counterAppended(_, last uint64, err error) {
+	cs.appendDone()
+	if err != nil {
+		cs.fail(storageError("commit counter log", err))
+		return
+	}
+	cs.counterCommitted = max(cs.counterCommitted, last+1)
+	cs.settle()
+}
+
+// after answers a once every record written so far is committed.
+func (cs *cacheShard) after(a cacheAnswerer) {
+	if cs.failed != nil {
+		a.answer(cs.failed)
+		return
+	}
+	cacheNext, counterNext := cs.sm.NextOffsets()
+	cs.waiters.push(cacheWaiter{cacheNeed: cacheNext, counterNeed: counterNext, a: a})
+	cs.settle()
+}
+
+// settle delivers committed changes to their watchers and releases the
+// answers whose records are committed, in order.
+func (cs *cacheShard) settle() {
+	for cs.changes.len() > 0 && cs.changes.at(0).Offset < cs.cacheCommitted {
+		ch := cs.changes.pop()
+		if w := cs.watchers[ch.WatchID]; w != nil && !w.deliver(ch, cs.index) {
+			cs.dropWatch(w, ErrSlowSubscriber)
+		}
+	}
+	for cs.waiters.len() > 0 {
+		w := cs.waiters.at(0)
+		if w.cacheNeed > cs.cacheCommitted || w.counterNeed > cs.counterCommitted {
+			break
+		}
+		cs.waiters.pop().a.answer(nil)
+	}
+}
+
+// fail makes the shard refuse every operation with err (memory may be ahead
+// of the logs: DeleteCache and CreateCache, or a restart, rebuild it).
+func (cs *cacheShard) fail(err error) {
+	if cs.failed != nil {
+		return
+	}
+	cs.failed = err
+	for cs.waiters.len() > 0 {
+		cs.waiters.pop().a.answer(err)
+	}
+	for _, w := range cs.watchers {
+		cs.dropWatch(w, err)
+	}
+}
+
+// appendDone counts a completed append and finishes a close waiting for it.
+func (cs *cacheShard) appendDone() {
+	cs.inflight--
+	if pc := cs.pendingClose; pc != nil && cs.inflight == 0 {
+		cs.pendingClose = nil
+		pc.done <- cs.close(pc.reason, pc.remove)
+	}
+}
+
+// closeWhenIdle refuses new operations with reason at once and closes the
+// shard (deleting its logs when remove) once no append is in flight; done
+// receives the outcome.
+func (cs *cacheShard) closeWhenIdle(reason error, remove bool, done chan error) {
+	cs.fail(reason)
+	if cs.inflight > 0 && !cs.closed {
+		cs.pendingClose = &cachePendingClose{reason: reason, remove: remove, done: done}
+		return
+	}
+	done <- cs.close(reason, remove)
+}
+
+func (cs *cacheShard) close(reason error, remove bool) error {
+	if cs.closed {
+		return nil
+	}
+	cs.fail(reason)
+	cs.closed = true
+	cs.metrics.update(cs.stats, cache.Stats{Evictions: cs.stats.Evictions, Expirations: cs.stats.Expirations})
+	cs.closeLogs()
+	delete(cs.c.cacheTable().shards, cs)
+	if remove && cs.durable {
+		if d, ok := cs.c.disk.(*seglogDisk); ok {
+			return d.fs.RemoveAll(d.cacheDir(cs.name, cs.index))
+		}
+	}
+	return nil
+}
+
+func (cs *cacheShard) closeLogs() {
+	for _, l := range []*shardLog{&cs.log, &cs.counters} {
+		if *l != nil {
+			_ = (*l).Close()
+			*l = nil
+		}
+	}
+}
+
+func (t *cacheTable) closeAll() {
+	for cs := range t.shards {
+		_ = cs.close(ErrClosed, false)
+	}
+	t.c.timers.stop(&t.timer)
+}
+
+// sweep is the core timer of the cache shards: it expires up to
+// cacheSweepPerTick values per shard (bounded work per tick) and flushes.
+func (t *cacheTable) sweep(now int64) {
+	wall := t.c.wallMillis()
+	for cs := range t.shards {
+		if cs.usable() != nil {
+			continue
+		}
+		if cs.sm.Sweep(wall, cacheSweepPerTick) > 0 {
+			cs.flush()
+		}
+	}
+	if len(t.shards) > 0 {
+		t.c.timers.schedule(&t.timer, now+int64(cacheSweepInterval))
+	}
+}
+
+// maybeCompact compacts the cache log (and the counter log with it) once it
+// has been written cacheCompactFactor times more records than the shard
+// holds values, and at least cacheCompactMin. Only on logs that support it.
+func (cs *cacheShard) maybeCompact() {
+	if !cs.durable || cs.written < cacheCompactMin {
+		return
+	}
+	st := cs.sm.Stats()
+	if cs.written < cacheCompactFactor*uint64(st.Entries+st.Counters) {
+		return
+	}
+	cl, ok1 := cs.log.(logCompactor)
+	nl, ok2 := cs.counters.(logCompactor)
+	if !ok1 || !ok2 {
+		return
+	}
+	cs.written = 0
+	ts := cs.c.clock.WallMicros()
+	recs, _, err := cs.sm.CompactCache()
+	if err == nil {
+		err = cl.Compact(recs, ts, cs.onCache)
+		cs.countAppend(err)
+	}
+	if err == nil {
+		recs, _, err = cs.sm.CompactCounters()
+	}
+	if err == nil {
+		err = nl.Compact(recs, ts, cs.onCounter)
+		cs.countAppend(err)
+	}
+	if err != nil {
+		cs.fail(storageError("compact cache logs", err))
+	}
+}

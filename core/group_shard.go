@@ -1,0 +1,295 @@
+package core
+
+// One durable stream shard's group state on its core (the overview of groups is at
+// the top of group_ops.go): groupShard opens and replays the cursor and dead-letter
+// companion logs, appends the state machine's effects, releases answers once their
+// token is durable, fails and closes, and compacts the two logs from a snapshot.
+
+import (
+	"fmt"
+
+	"felix/core/groups"
+)
+
+// groupShard drives the groups state machine of one durable stream shard.
+type groupShard struct {
+	c        *core
+	stream   *streamShard
+	sm       *groups.Shard
+	cursor   shardLog
+	dead     shardLog
+	batches  fifo[groupBatch]  // effects appended, oldest first
+	waiters  fifo[groupWaiter] // answers waiting for their token, in token order
+	parked   []*groupPollOp
+	failed   error
+	closed   bool
+	onCursor func(first, last uint64, err error)
+	onDead   func(first, last uint64, err error)
+	// compacting counts compaction appends in flight (maybeCompact).
+	compacting        int
+	compactNext       uint64 // held records at which maybeCompact looks again
+	onCursorCompacted func(first, last uint64, err error)
+	onDeadCompacted   func(first, last uint64, err error)
+}
+
+// groupBatch is one Effects batch whose appends are in flight.
+type groupBatch struct {
+	token                groups.Token
+	needCursor, needDead bool
+}
+
+type groupWaiter struct {
+	token groups.Token
+	fn    func(error)
+}
+
+func (c *core) openGroupShard(s *streamShard) (*groupShard, error) {
+	gs := &groupShard{c: c, stream: s}
+	gs.onCursor, gs.onDead = gs.cursorAppended, gs.deadAppended
+	gs.onCursorCompacted, gs.onDeadCompacted = gs.cursorCompacted, gs.deadCompacted
+	var err error
+	if gs.cursor, err = c.disk.OpenLog(logGroupCursors, s.name, s.index); err != nil {
+		return nil, storageError(fmt.Sprintf("open group cursors of %s shard %d", s.name, s.index), err)
+	}
+	if gs.dead, err = c.disk.OpenLog(logDeadLetters, s.name, s.index); err != nil {
+		_ = gs.cursor.Close()
+		return nil, storageError(fmt.Sprintf("open dead letters of %s shard %d", s.name, s.index), err)
+	}
+	if err = gs.replay(); err != nil {
+		gs.closeLogs()
+		return nil, storageError(fmt.Sprintf("replay groups of %s shard %d", s.name, s.index), err)
+	}
+	gs.flush() // repair records: durable before any later answer (tokens are ordered)
+	s.onCommit, s.onClose = gs.recordsCommitted, gs.streamClosed
+	return gs, nil
+}
+
+// streamClosed is the stream shard's close hook: the group state closes with
+// the shard (parked polls and waiters get its reason) and leaves the table.
+func (gs *groupShard) streamClosed(reason error) {
+	gs.close(reason)
+	if t, ok := gs.c.groupShards.(*groupTable); ok && t.shards[gs.stream] == gs {
+		delete(t.shards, gs.stream)
+	}
+}
+
+// recordsCommitted is the stream shard's commit hook: records became
+// committed, so parked polls retry at once (their max-wait timer stays armed).
+func (gs *groupShard) recordsCommitted() {
+	if len(gs.parked) == 0 || gs.failed != nil {
+		return
+	}
+	gs.retryParked(gs.c.clock.MonoNanos())
+	gs.c.groupTable().arm()
+}
+
+// replay rebuilds the state machine from the dead-letter log, then the cursor log.
+func (gs *groupShard) replay() error {
+	r, err := groups.NewReplayer(groups.Options{}, gs.dead.NextOffset())
+	if err != nil {
+		return err
+	}
+	if err := readAll(gs.dead, r.DeadLetter); err != nil {
+		return err
+	}
+	if err := readAll(gs.cursor, r.Cursor); err != nil {
+		return err
+	}
+	sm, _, err := r.Finish(gs.c.wallMillis())
+	gs.sm = sm
+	return err
+}
+
+// readAll feeds every committed record of l to fn, in order.
+func readAll(l shardLog, fn func([]byte) error) error {
+	next := l.EarliestOffset()
+	for next < l.CommittedOffset() {
+		var ferr error
+		from := next
+		err := l.ReadCommitted(from, groupReadBytes, func(off uint64, _ int64, p []byte) bool {
+			next = off + 1
+			ferr = fn(p)
+			return ferr == nil
+		})
+		if err != nil {
+			return err
+		}
+		if ferr != nil {
+			return ferr
+		}
+		if next == from {
+			return fmt.Errorf("core: read of %d returned nothing below committed %d", from, l.CommittedOffset())
+		}
+	}
+	return nil
+}
+
+// Compaction of the group logs (docs/groups.md "Compaction"): once the two logs
+// hold more than groupCompactFactor times the records of the shard's live state
+// (groups.Shard.Snapshot), and at least groupCompactMin records, the live state
+// is appended at their tails and their heads dropped (seglog.Log.Compact).
+const groupCompactFactor = 4
+
+// groupCompactMin is the fewest records the two logs must hold before a
+// compaction is considered (a variable so tests can lower it).
+var groupCompactMin uint64 = 1 << 14
+
+// maybeCompact compacts the group logs when they hold far more records than
+// the live state: the dead-letter log first (when it holds dead letters), then
+// SetDeadLetterLogEnd, then the cursor log (the order of groups.Shard.Snapshot).
+func (gs *groupShard) maybeCompact() {
+	if gs.compacting > 0 || gs.failed != nil {
+		return
+	}
+	held := gs.cursor.NextOffset() - gs.cursor.EarliestOffset() + gs.dead.NextOffset() - gs.dead.EarliestOffset()
+	cc, ok1 := gs.cursor.(logCompactor)
+	dc, ok2 := gs.dead.(logCompactor)
+	if !ok1 || !ok2 || held < max(groupCompactMin, gs.compactNext) {
+		return
+	}
+	cursor, dead := gs.sm.Snapshot()
+	if limit := groupCompactFactor * uint64(len(cursor)+len(dead)); held <= limit || len(cursor) == 0 {
+		gs.compactNext = limit + 1 // no snapshot per flush while the state is large
+		return
+	}
+	gs.compactNext = 0
+	ts := gs.c.clock.WallMicros()
+	if len(dead) > 0 {
+		if err := dc.Compact(dead, ts, gs.onDeadCompacted); err != nil {
+			gs.fail(storageError("compact dead letters", err))
+			return
+		}
+		gs.compacting++
+		gs.sm.SetDeadLetterLogEnd(gs.dead.NextOffset())
+	}
+	if err := cc.Compact(cursor, ts, gs.onCursorCompacted); err != nil {
+		gs.fail(storageError("compact group cursors", err))
+		return
+	}
+	gs.compacting++
+}
+
+func (gs *groupShard) cursorCompacted(_, _ uint64, err error) { gs.compacted("group cursors", err) }
+func (gs *groupShard) deadCompacted(_, _ uint64, err error)   { gs.compacted("dead letters", err) }
+
+// compacted is a compaction append's callback.
+func (gs *groupShard) compacted(what string, err error) {
+	gs.compacting--
+	if err != nil {
+		gs.fail(storageError("compact "+what, err))
+	}
+}
+
+// after runs fn once token t is durable (or with the shard's failure).
+func (gs *groupShard) after(t groups.Token, fn func(error)) {
+	if gs.failed != nil {
+		fn(gs.failed)
+		return
+	}
+	gs.waiters.push(groupWaiter{token: t, fn: fn})
+}
+
+// flush appends the staged effects to the two logs. An empty batch still takes its
+// place in the order, so the answers waiting for it are released after every earlier
+// batch.
+func (gs *groupShard) flush() {
+	if gs.failed != nil {
+		return
+	}
+	fx := gs.sm.TakeEffects()
+	b := groupBatch{token: fx.Token, needCursor: len(fx.Cursor) > 0, needDead: len(fx.DeadLetters) > 0}
+	ts := gs.c.clock.WallMicros()
+	if b.needCursor {
+		if err := gs.cursor.Append(fx.Cursor, ts, gs.onCursor); err != nil {
+			gs.fail(storageError("append group cursors", err))
+			return
+		}
+	}
+	if b.needDead {
+		if err := gs.dead.Append(fx.DeadLetters, ts, gs.onDead); err != nil {
+			gs.fail(storageError("append dead letters", err))
+			return
+		}
+	}
+	gs.batches.push(b)
+	gs.settle()
+	gs.maybeCompact()
+	gs.c.groupTable().arm()
+}
+
+func (gs *groupShard) cursorAppended(_, _ uint64, err error) {
+	gs.appended(err, func(b *groupBatch) *bool { return &b.needCursor })
+}
+
+func (gs *groupShard) deadAppended(_, _ uint64, err error) {
+	gs.appended(err, func(b *groupBatch) *bool { return &b.needDead })
+}
+
+// appended clears the need of the oldest batch waiting for that log (appends of one
+// log complete in order).
+func (gs *groupShard) appended(err error, need func(*groupBatch) *bool) {
+	if err != nil {
+		gs.fail(storageError("commit group logs", err))
+		return
+	}
+	for i := 0; i < gs.batches.len(); i++ {
+		if p := need(gs.batches.at(i)); *p {
+			*p = false
+			break
+		}
+	}
+	gs.settle()
+}
+
+// settle marks complete batches durable, in order, and releases their answers.
+func (gs *groupShard) settle() {
+	for gs.batches.len() > 0 {
+		b := gs.batches.at(0)
+		if b.needCursor || b.needDead {
+			break
+		}
+		gs.sm.MarkDurable(b.token)
+		gs.batches.pop()
+	}
+	for gs.waiters.len() > 0 && gs.sm.Durable(gs.waiters.at(0).token) {
+		w := gs.waiters.pop()
+		w.fn(nil)
+	}
+}
+
+// fail makes the group state refuse every operation with err and answers every
+// waiter and parked poll with it.
+func (gs *groupShard) fail(err error) {
+	if gs.failed != nil {
+		return
+	}
+	gs.failed = err
+	for gs.waiters.len() > 0 {
+		gs.waiters.pop().fn(err)
+	}
+	for _, p := range gs.parked {
+		p.done(nil, err)
+	}
+	gs.parked = nil
+}
+
+func (gs *groupShard) close(err error) {
+	if gs.closed && gs.failed != nil {
+		return
+	}
+	gs.fail(err)
+	gs.closed = true
+	gs.stream.onCommit, gs.stream.onClose = nil, nil
+	gs.closeLogs()
+}
+
+func (gs *groupShard) closeLogs() {
+	if gs.cursor != nil {
+		_ = gs.cursor.Close()
+		gs.cursor = nil
+	}
+	if gs.dead != nil {
+		_ = gs.dead.Close()
+		gs.dead = nil
+	}
+}
