@@ -2,9 +2,9 @@ package sim
 
 import (
 	"cmp"
-	"slices"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )

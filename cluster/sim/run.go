@@ -24,7 +24,14 @@ func (s *Sim[M]) AddNodes(n int) []NodeID {
 }
 
 func (s *Sim[M]) boot(nd *node[M]) {
-	nd.machine = s.cfg.New(Env{ID: nd.id, Disk: nd.disk, Rand: s.rand.Fork(), Incarnation: nd.incarnation})
+	id := nd.id
+	logf := func(format string, args ...any) {
+		if s.cfg.Trace != nil {
+			s.tracef("%v %v: %s", s.now, id, fmt.Sprintf(format, args...))
+		}
+	}
+	env := Env{ID: id, Disk: nd.disk, Rand: s.rand.Fork(), Incarnation: nd.incarnation, Logf: logf}
+	nd.machine = s.cfg.New(env)
 	if st, ok := nd.machine.(Starter[M]); ok {
 		s.sendAll(nd.id, st.Start(s.now))
 	}

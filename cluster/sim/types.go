@@ -73,12 +73,14 @@ type Statuser interface {
 // restarted machine gets back; everything else the machine holds is volatile.
 // Rand is the node's own generator, forked from the run's generator, for
 // randomized timeouts. Incarnation is 0 when the node is first added and
-// counts restarts.
+// counts restarts. Logf writes one line into the run's trace (Config.Trace),
+// prefixed with the time and the node's id; it is never nil.
 type Env struct {
 	ID          NodeID
 	Disk        *Disk
 	Rand        *Rand
 	Incarnation int
+	Logf        func(format string, args ...any)
 }
 
 // Factory builds a node's machine: at Sim.AddNodes with an empty disk, and at
