@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,22 +10,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-)
-
-// Physical limits of this machine kind (shared/design/NOTES.md, measured with fio and
-// from Go): the denominators of the "share of the limit" column.
-const (
-	// LimitFdatasyncPerSec is write 64 KiB + fdatasync per second.
-	LimitFdatasyncPerSec = 3100
-	// LimitGroupCommit1KiB is 1 KiB records per second when every fdatasync covers a
-	// 64 KiB group commit (3.1 k/s × 64).
-	LimitGroupCommit1KiB = LimitFdatasyncPerSec * 64
-	// LimitDiskBytes is O_DIRECT sequential write bandwidth (bytes/s).
-	LimitDiskBytes = 2.2e9
-	// LimitUDPBytes is loopback UDP with GSO/GRO, 33 Gbit/s, in bytes/s.
-	LimitUDPBytes = 33e9 / 8
-	// LimitAESBytesPerCore is AES-128-GCM seal throughput of one core (bytes/s).
-	LimitAESBytesPerCore = 3.9e9
 )
 
 // CompareShapes are the Felix shapes of the comparison, in report order.
@@ -46,6 +31,9 @@ type CompareOptions struct {
 	Shapes []string
 	// OnStep is told the name of each run before it starts (progress).
 	OnStep func(step string, i, total int)
+	// LimitTime is spent on each limit MeasureLimits measures before the Felix rows (in
+	// the Runner's WorkDir): 0 = 1 s; negative = none measured (no shares reported).
+	LimitTime time.Duration
 }
 
 // Comparison is one Felix figure beside a peer's.
@@ -68,12 +56,14 @@ type Target struct {
 
 // CompareReport is everything one comparison measured.
 type CompareReport struct {
-	Machine  Machine      `json:"machine"`
-	Settings Settings     `json:"settings"`
-	Felix    []Result     `json:"felix"`
-	Peers    []Result     `json:"peers"`
-	Rows     []Comparison `json:"rows"`
-	Targets  []Target     `json:"targets"`
+	Machine  Machine  `json:"machine"`
+	Settings Settings `json:"settings"`
+	// Limits were measured in this run, before the Felix rows (MeasureLimits).
+	Limits  Limits       `json:"limits"`
+	Felix   []Result     `json:"felix"`
+	Peers   []Result     `json:"peers"`
+	Rows    []Comparison `json:"rows"`
+	Targets []Target     `json:"targets"`
 	// Skipped says which peers or shapes did not run, and why.
 	Skipped []string `json:"skipped,omitempty"`
 	// Failed lists runs that failed (an unaccounted message, a broker error): no figure.
@@ -100,18 +90,26 @@ var peerRuns = []peerRun{
 	{"redis-c50-p16", "redis", "redis", []string{"--clients", "50", "--inflight", "16", "--size", "256", "--get-ratio", "0.5", "--shape", "cache-256-c50-p16"}},
 }
 
-// Compare runs the Felix shapes with r, then the peers (each server started and stopped
-// here), and computes the side-by-side rows and the targets. A failed run is listed in
-// Failed and reports no figure; an unavailable peer in Skipped. Errors: only ctx's.
+// Compare measures this machine's limits (MeasureLimits, in r.WorkDir), runs the Felix
+// shapes with r, then the peers (each server started and stopped here), and computes the
+// side-by-side rows and the targets. A failed run is listed in Failed and reports no
+// figure; an unavailable peer in Skipped. Errors: only ctx's.
 func Compare(ctx context.Context, r *Runner, o CompareOptions, machine Machine) (*CompareReport, error) {
 	t0 := time.Now()
 	if len(o.Shapes) == 0 {
 		o.Shapes = CompareShapes
 	}
 	rep := &CompareReport{Machine: machine, Settings: o.Settings}
-	st := &compareStep{o: o, total: len(o.Shapes)}
+	st := &compareStep{o: o, total: len(o.Shapes) + 1}
 	if o.Peers != nil {
 		st.total += len(peerRuns)
+	}
+	st.next("limits of this machine")
+	if o.LimitTime >= 0 {
+		rep.Limits = MeasureLimits(ctx, r.WorkDir, cmp.Or(o.LimitTime, time.Second))
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
 	}
 	felix, err := rep.runFelix(ctx, r, st)
 	if err != nil {
@@ -124,7 +122,7 @@ func Compare(ctx context.Context, r *Runner, o CompareOptions, machine Machine) 
 			return rep, err
 		}
 	}
-	rep.Rows, rep.Targets = judge(felix, peers)
+	rep.Rows, rep.Targets = judge(felix, peers, rep.Limits)
 	rep.Elapsed = time.Since(t0)
 	return rep, nil
 }
@@ -238,13 +236,14 @@ func ratio(a, b float64) float64 {
 // judger builds the comparison rows and the targets from the runs that produced figures.
 type judger struct {
 	f, p map[string]*Result
+	lim  Limits
 	rows []Comparison
 	ts   []Target
 }
 
 // judge builds the comparison rows and the targets. Pure: tested with made-up results.
-func judge(f, p map[string]*Result) ([]Comparison, []Target) {
-	j := &judger{f: f, p: p}
+func judge(f, p map[string]*Result, lim Limits) ([]Comparison, []Target) {
+	j := &judger{f: f, p: p, lim: lim}
 	j.durable()
 	j.latency()
 	j.throughput()
@@ -289,9 +288,8 @@ func (j *judger) durable() {
 	c := j.row("durable publish 1 KiB, 8 sync publishers (Felix on_commit vs JetStream sync always)", "records/s",
 		fr.RecordsPerSec, pr.RecordsPerSec, pr.System, false)
 	j.ts = append(j.ts, Target{Name: name, Want: want,
-		Got: fmt.Sprintf("%.1f × (%s vs %s records/s); %.1f %% of the group-commit limit (%s records/s)",
-			c.Ratio, FormatRate(fr.RecordsPerSec), FormatRate(pr.RecordsPerSec), 100*fr.RecordsPerSec/LimitGroupCommit1KiB,
-			FormatRate(LimitGroupCommit1KiB)), Met: c.Ratio >= 20})
+		Got: fmt.Sprintf("%.1f × (%s vs %s records/s); %s", c.Ratio, FormatRate(fr.RecordsPerSec), FormatRate(pr.RecordsPerSec),
+			groupCommitShare(fr.RecordsPerSec, j.lim)), Met: c.Ratio >= 20})
 }
 
 func (j *judger) latency() {
@@ -364,25 +362,46 @@ func (j *judger) cachePipelined() {
 		Got: fmt.Sprintf("%.2f × (%s vs %s ops/s)", c.Ratio, FormatRate(fr.RecordsPerSec), FormatRate(pr.RecordsPerSec)), Met: c.Ratio >= 0.5})
 }
 
-// LimitShare says which physical limit bounds a Felix result and the share reached.
-func LimitShare(r Result, cores int) string {
-	if cores < 1 {
-		cores = 1
-	}
-	switch r.Shape.Kind {
-	case KindDurable:
-		s := fmt.Sprintf("%.1f %% of disk bandwidth", 100*r.BytesPerSec/LimitDiskBytes)
+// LimitShare says which limit measured in the same run (lim) bounds a Felix result and the
+// share reached: durable shapes against the disk (and, at 1 KiB, the group-commit limit),
+// the others against the QUIC echo ceiling. A limit not measured gives no share.
+func LimitShare(r Result, lim Limits) string {
+	if r.Shape.Kind == KindDurable {
+		s := share(r.BytesPerSec, lim.DiskBytesPerSec, "disk bandwidth", FormatBytes(lim.DiskBytesPerSec))
 		if r.Shape.Payload == 1024 {
-			s = fmt.Sprintf("%.1f %% of the group-commit limit (%s 1 KiB/s); ", 100*r.RecordsPerSec/LimitGroupCommit1KiB, FormatRate(LimitGroupCommit1KiB)) + s
+			s = groupCommitShare(r.RecordsPerSec, lim) + "; " + s
 		}
 		return s
-	case KindReplay, KindGroup:
-		return fmt.Sprintf("%.1f %% of the UDP path; %.1f %% of AES-GCM on %d cores", 100*r.BytesPerSec/LimitUDPBytes,
-			100*r.BytesPerSec/(LimitAESBytesPerCore*float64(cores)), cores)
-	default:
-		return fmt.Sprintf("%.2f %% of the UDP path; %.2f %% of AES-GCM on %d cores", 100*r.BytesPerSec/LimitUDPBytes,
-			100*r.BytesPerSec/(LimitAESBytesPerCore*float64(cores)), cores)
 	}
+	return share(r.BytesPerSec, lim.QUICEchoBytesPerSec, "the QUIC echo ceiling", FormatBytes(lim.QUICEchoBytesPerSec))
+}
+
+// groupCommitShare is records/s as a share of lim's group-commit limit for 1 KiB records.
+func groupCommitShare(recordsPerSec float64, lim Limits) string {
+	return share(recordsPerSec, lim.GroupCommit1KiB(), "the group-commit limit", FormatRate(lim.GroupCommit1KiB())+" 1 KiB records/s")
+}
+
+// share prints v as a percentage of limit ("not measured" when limit is 0).
+func share(v, limit float64, what, limitText string) string {
+	if limit <= 0 {
+		return what + " not measured"
+	}
+	return fmt.Sprintf("%.1f %% of %s (%s)", 100*v/limit, what, limitText)
+}
+
+// writeMarkdown writes the limits section: what was measured in this run, and what was not.
+func (l Limits) writeMarkdown(b *strings.Builder) {
+	b.WriteString("\n### Share of the limit\n\nLimits measured on this machine in this run, before the Felix rows (`bench.MeasureLimits`):")
+	fmt.Fprintf(b, " 64 KiB append + fdatasync %s/s (group commit of 64 × 1 KiB: %s records/s) and sequential writes %s in %s; ",
+		FormatRate(l.FdatasyncPerSec), FormatRate(l.GroupCommit1KiB()), FormatBytes(l.DiskBytesPerSec), l.Dir)
+	fmt.Fprintf(b, "one QUIC stream echoing over loopback %s.", FormatBytes(l.QUICEchoBytesPerSec))
+	if l.Tmpfs {
+		b.WriteString(" The work directory is on tmpfs: the disk figures say nothing about a disk.")
+	}
+	for _, e := range l.Errors {
+		fmt.Fprintf(b, " Not measured: %s.", oneLine(e))
+	}
+	b.WriteString("\n\n| shape | share |\n| --- | --- |\n")
 }
 
 // WriteMarkdown writes the report: command, machine, targets (met or missed with the
@@ -420,10 +439,9 @@ func (c *CompareReport) WriteMarkdown(w io.Writer, command, note string, charts 
 	if err := WriteResultsTable(&b, c.Felix); err != nil {
 		return err
 	}
-	b.WriteString("\n### Share of the physical limit\n\nLimits from shared/design/NOTES.md: fdatasync 3.1 k/s with 64 KiB commits, " +
-		"O_DIRECT 2.2 GB/s, loopback UDP with GSO/GRO 33 Gbit/s, AES-128-GCM 3.9 GB/s per core.\n\n| shape | share |\n| --- | --- |\n")
+	c.Limits.writeMarkdown(&b)
 	for _, r := range c.Felix {
-		fmt.Fprintf(&b, "| %s | %s |\n", r.Shape.Name, LimitShare(r, m.Cores))
+		fmt.Fprintf(&b, "| %s | %s |\n", r.Shape.Name, LimitShare(r, c.Limits))
 	}
 	if len(c.Peers) > 0 {
 		b.WriteString("\n## Peers\n\n")

@@ -156,7 +156,7 @@ func TestJudgeTargets(t *testing.T) {
 		"js-default-async-1k": res("js", "x", KindDurable, 124000, 127e6, 0, 0),
 		"redis-c50":           res("redis", "x", KindCache, 87000, 1, 600*time.Microsecond, 0),
 	}
-	rows, ts := judge(f, p)
+	rows, ts := judge(f, p, Limits{FdatasyncPerSec: 3100})
 	got := map[string]Target{}
 	for _, tg := range ts {
 		got[tg.Name] = tg
@@ -172,6 +172,7 @@ func TestJudgeTargets(t *testing.T) {
 		}
 	}
 	check("durable publish, on_commit, 1 KiB, 8 publishers", true, "22.2 ×")
+	check("durable publish, on_commit, 1 KiB, 8 publishers", true, "60.5 % of the group-commit limit (198 k 1 KiB records/s)")
 	check("pub/sub latency, batch 1, 256 B", false, "p99.9 2000 µs") // p99 fine, p99.9 over 1 ms
 	check("pub/sub throughput 1 KiB × 64, fanout 1", true, "1.12 × core NATS")
 	check("fanout 10", true, "2.17 ×")
@@ -194,7 +195,8 @@ func TestReportsAndCharts(t *testing.T) {
 	f[0].Warnings = []string{"small"}
 	rep := &CompareReport{Machine: Machine{Cores: 2, CPUModel: "cpu", Date: time.Unix(0, 0)}, Felix: f,
 		Peers:   []Result{*res("nats-core", "pubsub-1k", KindPubSub, 500000, 500e6, 2*time.Millisecond, 3*time.Millisecond)},
-		Targets: []Target{{Name: "t1", Want: "w", Got: "g", Met: false}}, Skipped: []string{"redis: not installed"}}
+		Targets: []Target{{Name: "t1", Want: "w", Got: "g", Met: false}}, Skipped: []string{"redis: not installed"},
+		Limits: Limits{Dir: "/work", FdatasyncPerSec: 3000, DiskBytesPerSec: 1e9, Errors: []string{"QUIC echo: refused"}}}
 	files, err := rep.WriteCharts(dir, ".svg")
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +215,8 @@ func TestReportsAndCharts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"felix-bench compare", "**missed**", "| felix | pubsub-1k |", "nats-core", "skipped: redis",
-		"](img/throughput.svg)", "note here", "of the group-commit limit", "⚠ small"} {
+		"](img/throughput.svg)", "note here", "| durable-1k-on_commit | 52.1 % of the group-commit limit (192 k 1 KiB records/s); 10.0 % of disk bandwidth (1000.0 MB/s) |",
+		"| pubsub-1k | the QUIC echo ceiling not measured |", "Not measured: QUIC echo: refused.", "⚠ small"} {
 		if !strings.Contains(md.String(), want) {
 			t.Fatalf("report lacks %q:\n%s", want, md.String())
 		}

@@ -446,6 +446,7 @@ func runCompare(cmd *cobra.Command, g *globals, cf *compareFlags) error {
 
 // writeCompare writes the JSON lines, the charts, and the Markdown report to stdout and --out.
 func writeCompare(stdout io.Writer, e *env, rep *bench.CompareReport, cf *compareFlags) error {
+	_ = bench.WriteJSONLine(e.jsonW, "limits", rep.Limits)
 	for _, r := range rep.Felix {
 		_ = bench.WriteJSONLine(e.jsonW, "result", r)
 	}

@@ -1,0 +1,205 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"golang.org/x/sys/unix"
+
+	"felix/netq"
+	"felix/ring"
+)
+
+// Limits are this machine's own ceilings, measured by the harness in the same run, before
+// the Felix rows: the denominators of the "share of the limit" figures. A zero figure was
+// not measured (Errors says why) and gives no share.
+type Limits struct {
+	// Dir is where the disk figures were measured (the brokers' work directory).
+	Dir string `json:"dir"`
+	// FdatasyncPerSec is 64 KiB appends, each followed by fdatasync, per second at depth 1
+	// on freshly allocated blocks of a file in Dir (a group commit of 64 records of 1 KiB).
+	FdatasyncPerSec float64 `json:"fdatasync_per_sec"`
+	// DiskBytesPerSec is sequential 1 MiB writes in Dir (ring.MeasureDisk, O_DIRECT when
+	// the filesystem accepts it), the better of queue depth 1 and 8, in bytes/s.
+	DiskBytesPerSec float64 `json:"disk_bytes_per_sec"`
+	// QUICEchoBytesPerSec is bytes/s echoed back through one QUIC stream over loopback
+	// (netq's listener and TLS, 64 KiB writes): every byte crosses QUIC twice, as a
+	// published record does on its way to a subscriber.
+	QUICEchoBytesPerSec float64 `json:"quic_echo_bytes_per_sec"`
+	// Tmpfs says Dir is on tmpfs: the disk figures say nothing about a disk.
+	Tmpfs bool `json:"tmpfs,omitempty"`
+	// Errors lists the limits that could not be measured, and why.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// GroupCommit1KiB is 1 KiB records per second when every fdatasync covers a 64 KiB group
+// commit: FdatasyncPerSec × 64.
+func (l Limits) GroupCommit1KiB() float64 { return l.FdatasyncPerSec * 64 }
+
+// MeasureLimits measures the Limits, spending about d on each of the three (disk
+// bandwidth, write+fdatasync, QUIC echo). A limit that fails is listed in Errors; only a
+// cancelled ctx stops the rest early.
+func MeasureLimits(ctx context.Context, dir string, d time.Duration) Limits {
+	lim := Limits{Dir: dir, Tmpfs: ring.IsTmpfs(dir)}
+	measure := func(what string, fn func() error) {
+		err := ctx.Err()
+		if err == nil {
+			err = fn()
+		}
+		if err != nil {
+			lim.Errors = append(lim.Errors, what+": "+err.Error())
+		}
+	}
+	measure("disk bandwidth", func() error {
+		r, err := ring.New(ring.Options{Entries: 16})
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		dl, err := ring.MeasureDisk(r, dir, d)
+		if err == nil {
+			lim.DiskBytesPerSec = max(dl.SeqWriteQD1, dl.SeqWriteQD8)
+		}
+		return err
+	})
+	measure("write+fdatasync", func() (err error) {
+		lim.FdatasyncPerSec, err = measureFdatasync(ctx, dir, d)
+		return err
+	})
+	measure("QUIC echo", func() (err error) {
+		lim.QUICEchoBytesPerSec, err = measureQUICEcho(ctx, d)
+		return err
+	})
+	return lim
+}
+
+// fdatasyncChunk is the group commit measureFdatasync writes: 64 records of 1 KiB.
+const fdatasyncChunk = 64 << 10
+
+// measureFdatasync appends 64 KiB then fdatasyncs, at depth 1, for about d into a
+// preallocated scratch file in dir (as a log appends to its preallocated segment), and
+// returns rounds per second.
+func measureFdatasync(ctx context.Context, dir string, d time.Duration) (float64, error) {
+	f, err := os.CreateTemp(dir, "felix-bench-sync-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	const region = 256 << 20
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, region); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+		return 0, fmt.Errorf("fallocate: %w", err)
+	}
+	chunk := make([]byte, fdatasyncChunk)
+	for i := range chunk {
+		chunk[i] = byte(i*7 + 1)
+	}
+	rounds, off := 0, int64(0)
+	start := time.Now()
+	for time.Since(start) < d && ctx.Err() == nil {
+		if _, err := f.WriteAt(chunk, off); err != nil {
+			return 0, err
+		}
+		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			return 0, fmt.Errorf("fdatasync: %w", err)
+		}
+		rounds++
+		off = (off + fdatasyncChunk) % region
+	}
+	return float64(rounds) / time.Since(start).Seconds(), ctx.Err()
+}
+
+// measureQUICEcho echoes 64 KiB writes through one QUIC stream on 127.0.0.1 for d/4 of
+// warm-up, then returns the bytes/s echoed back over the next d.
+func measureQUICEcho(ctx context.Context, d time.Duration) (float64, error) {
+	cert, err := netq.SelfSigned([]string{"localhost"}, time.Now())
+	if err != nil {
+		return 0, err
+	}
+	l, err := netq.Listen("127.0.0.1:0", cert, netq.Options{})
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go echoOne(ctx, l)
+	conn, err := quic.DialAddr(ctx, l.Addr().String(), netq.PinnedClientTLS(netq.Fingerprint(cert.Certificate[0])), netq.Options{}.QUICConfig())
+	if err != nil {
+		return 0, err
+	}
+	defer conn.CloseWithError(0, "")
+	s, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var echoed atomic.Int64
+	readErr := make(chan error, 1)
+	go func() { readErr <- countInto(s, &echoed) }()
+	go func() {
+		chunk := make([]byte, 64<<10)
+		for ctx.Err() == nil {
+			if _, err := s.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	return windowRate(ctx, &echoed, d/4, d, readErr)
+}
+
+// echoOne accepts one connection and one stream on l and writes back what it reads.
+func echoOne(ctx context.Context, l *netq.Listener) {
+	c, err := l.Accept(ctx)
+	if err != nil {
+		return
+	}
+	defer c.Release()
+	s, err := c.AcceptStream(ctx)
+	if err != nil {
+		return
+	}
+	_, _ = io.Copy(s, s)
+	s.Close()
+}
+
+// countInto reads r until it fails, adding every byte to n.
+func countInto(r io.Reader, n *atomic.Int64) error {
+	buf := make([]byte, 64<<10)
+	for {
+		k, err := r.Read(buf)
+		n.Add(int64(k))
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// windowRate returns the growth of n per second over d, after warm; a read that ends
+// before the window does is an error.
+func windowRate(ctx context.Context, n *atomic.Int64, warm, d time.Duration, readErr <-chan error) (float64, error) {
+	sample := func(after time.Duration) (int64, time.Time, error) {
+		select {
+		case <-time.After(after):
+			return n.Load(), time.Now(), nil
+		case err := <-readErr:
+			return 0, time.Time{}, fmt.Errorf("echo stream ended: %w", err)
+		case <-ctx.Done():
+			return 0, time.Time{}, ctx.Err()
+		}
+	}
+	n0, t0, err := sample(warm)
+	if err != nil {
+		return 0, err
+	}
+	n1, t1, err := sample(d)
+	if err != nil {
+		return 0, err
+	}
+	return float64(n1-n0) / t1.Sub(t0).Seconds(), nil
+}
