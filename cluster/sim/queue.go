@@ -16,6 +16,7 @@ type event[M any] struct {
 // eventQueue is a min-heap of events by (at, seq).
 type eventQueue[M any] []*event[M]
 
+// Len, Less, Swap, Push and Pop implement container/heap.Interface.
 func (q eventQueue[M]) Len() int { return len(q) }
 
 func (q eventQueue[M]) Less(i, j int) bool {

@@ -187,6 +187,7 @@ func (s *Sim[M]) deliver(ev *event[M]) {
 	}
 	if reason != "" {
 		s.stats.Dropped++
+		s.events++
 		s.tracef("%s drop (%s) %s%s", label, reason, text, note)
 		return
 	}

@@ -34,6 +34,7 @@ type Sim[M any] struct {
 	ids       []NodeID
 	queue     eventQueue[M]
 	seq       uint64
+	events    int // events processed: deliveries and drops on arrival, ticks, adds, crashes, restarts, injected sends
 	stats     Stats
 	invariant func() error
 	err       error
@@ -96,8 +97,9 @@ func (s *Sim[M]) Stats() Stats { return s.stats }
 // InFlight returns how many message copies are queued.
 func (s *Sim[M]) InFlight() int { return len(s.queue) }
 
-// Err returns the failure that stopped the run (an *InvariantError or
-// ErrLivelock), or nil.
+// Err returns the failure that stopped the run (an *InvariantError,
+// ErrLivelock, or ErrNoCorrupt for a machine's message that a corruption
+// fault could not damage), or nil.
 func (s *Sim[M]) Err() error { return s.err }
 
 // SetInvariant installs check, run after every event (delivery, tick of all
@@ -112,9 +114,10 @@ type InvariantError struct {
 	Event  string // the event after which the check failed
 	Run    string // Describe() of the run
 	Err    error
-	Number int // events processed before the failure
+	Number int // events processed, the failing one included
 }
 
+// Error renders "invariant failed at T after event N (EVENT): ERR [RUN]".
 func (e *InvariantError) Error() string {
 	return fmt.Sprintf("invariant failed at %v after event %d (%s): %v [%s]", e.At, e.Number, e.Event, e.Err, e.Run)
 }
@@ -140,12 +143,12 @@ func (s *Sim[M]) format(msg M) string {
 
 // check runs the invariant after event and records its failure.
 func (s *Sim[M]) check(event string) {
+	s.events++
 	if s.invariant == nil || s.err != nil {
 		return
 	}
 	if err := s.invariant(); err != nil {
-		n := s.stats.Delivered + s.stats.Ticks + s.stats.Crashes + s.stats.Restarts
-		s.err = &InvariantError{At: s.now, Event: event, Run: s.Describe(), Err: err, Number: n}
+		s.err = &InvariantError{At: s.now, Event: event, Run: s.Describe(), Err: err, Number: s.events}
 		s.tracef("%v invariant failed: %v", s.now, err)
 	}
 }
