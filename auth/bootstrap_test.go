@@ -11,19 +11,19 @@ import (
 	"time"
 )
 
-func bootstrapOpts(dir string, clock *fakeClock, log *bytes.Buffer) BootstrapOptions {
+func bootstrapOpts(t testing.TB, dir string, clock *fakeClock, log *bytes.Buffer) BootstrapOptions {
 	return BootstrapOptions{
 		DataDir: dir,
 		Logger:  slog.New(slog.NewTextHandler(log, nil)),
 		Now:     clock.Now,
-		Rand:    seededRand(7),
+		Rand:    seededRand(t, 7),
 	}
 }
 
 func TestBootstrapFirstStartAndRestart(t *testing.T) {
 	dir, clock := t.TempDir(), newFakeClock()
 	var log bytes.Buffer
-	first, err := Bootstrap(bootstrapOpts(dir, clock, &log))
+	first, err := Bootstrap(bootstrapOpts(t, dir, clock, &log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestBootstrapFirstStartAndRestart(t *testing.T) {
 	// Restart: same key, same token file, nothing written.
 	clock.Advance(24 * time.Hour)
 	log.Reset()
-	second, err := Bootstrap(bootstrapOpts(dir, clock, &log))
+	second, err := Bootstrap(bootstrapOpts(t, dir, clock, &log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestBootstrapFirstStartAndRestart(t *testing.T) {
 
 	// Once the token expires, the next start writes a fresh one.
 	clock.Advance(DefaultAdminTokenTTL)
-	third, err := Bootstrap(bootstrapOpts(dir, clock, &log))
+	third, err := Bootstrap(bootstrapOpts(t, dir, clock, &log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,14 +91,14 @@ func TestBootstrapFirstStartAndRestart(t *testing.T) {
 	if err := os.WriteFile(path, []byte("garbage\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fourth, err := Bootstrap(bootstrapOpts(dir, clock, &log))
+	fourth, err := Bootstrap(bootstrapOpts(t, dir, clock, &log))
 	if err != nil || !fourth.TokenWritten {
 		t.Fatalf("damaged token not replaced: %v %+v", err, fourth)
 	}
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	if fifth, err := Bootstrap(bootstrapOpts(dir, clock, &log)); err != nil || !fifth.TokenWritten {
+	if fifth, err := Bootstrap(bootstrapOpts(t, dir, clock, &log)); err != nil || !fifth.TokenWritten {
 		t.Fatalf("missing token not replaced: %v", err)
 	}
 }
@@ -107,7 +107,7 @@ func TestBootstrapDisabledWarnsEveryStart(t *testing.T) {
 	dir := t.TempDir()
 	for start := 0; start < 2; start++ {
 		var log bytes.Buffer
-		opts := bootstrapOpts(dir, newFakeClock(), &log)
+		opts := bootstrapOpts(t, dir, newFakeClock(), &log)
 		opts.Disabled = true
 		res, err := Bootstrap(opts)
 		if err != nil {
@@ -130,7 +130,7 @@ func TestBootstrapFailuresAreReported(t *testing.T) {
 	for n := 0; ; n++ {
 		dir := t.TempDir()
 		var log bytes.Buffer
-		opts := bootstrapOpts(dir, newFakeClock(), &log)
+		opts := bootstrapOpts(t, dir, newFakeClock(), &log)
 		faulty := &faultFS{n: n}
 		opts.FS = faulty
 		_, err := Bootstrap(opts)
@@ -172,7 +172,7 @@ func TestDisabledFromEnv(t *testing.T) {
 func TestIssueTokenForCLI(t *testing.T) {
 	dir := t.TempDir()
 	var log bytes.Buffer
-	opts := bootstrapOpts(dir, newFakeClock(), &log)
+	opts := bootstrapOpts(t, dir, newFakeClock(), &log)
 	opts.Now = nil // IssueToken uses the real clock
 	res, err := Bootstrap(opts)
 	if err != nil {

@@ -2,12 +2,15 @@ package auth
 
 import (
 	"crypto/ed25519"
+	"encoding/binary"
 	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"felix/internal/testseed"
 )
 
 // fakeClock is a settable clock for deterministic expiry tests.
@@ -32,11 +35,30 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// seededRand is a deterministic randomness source.
-func seededRand(seed byte) *rand.ChaCha8 {
+// seededRand is a deterministic randomness source for t: seed, mixed with the test's seed
+// (FELIX_TEST_SEED when set, else 0: the same keys every run).
+func seededRand(t testing.TB, seed byte) *rand.ChaCha8 {
+	t.Helper()
 	var s [32]byte
 	s[0] = seed
+	binary.LittleEndian.PutUint64(s[1:9], testSeed(t))
 	return rand.NewChaCha8(s)
+}
+
+// testSeeds holds each running test's seed, so a test that builds several sources logs
+// its seed once.
+var testSeeds sync.Map // testing.TB → uint64
+
+// testSeed returns t's seed (testseed.Seed, default 0), taken and logged once per test.
+func testSeed(t testing.TB) uint64 {
+	t.Helper()
+	if seed, ok := testSeeds.Load(t); ok {
+		return seed.(uint64)
+	}
+	seed := testseed.Seed(t, 0)
+	testSeeds.Store(t, seed)
+	t.Cleanup(func() { testSeeds.Delete(t) })
+	return seed
 }
 
 // fixture is a key store with tenants "ta" and "tb", an issuer and a verifier on one clock.
@@ -52,7 +74,7 @@ func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{dir: t.TempDir(), clock: newFakeClock()}
 	var err error
-	f.keys, err = OpenKeyStore(f.dir, KeyStoreOptions{Now: f.clock.Now, Rand: seededRand(1)})
+	f.keys, err = OpenKeyStore(f.dir, KeyStoreOptions{Now: f.clock.Now, Rand: seededRand(t, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +83,7 @@ func newFixture(t testing.TB) *fixture {
 			t.Fatal(err)
 		}
 	}
-	f.issuer = NewIssuer(f.keys, f.clock.Now, seededRand(2))
+	f.issuer = NewIssuer(f.keys, f.clock.Now, seededRand(t, 2))
 	f.verifier = NewVerifier(VerifierOptions{Keys: f.keys, Now: f.clock.Now})
 	return f
 }

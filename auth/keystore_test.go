@@ -275,7 +275,7 @@ func TestJWKSDocument(t *testing.T) {
 func TestKeyStoreSurvivesAnyFailurePoint(t *testing.T) {
 	for n := 0; ; n++ {
 		dir := t.TempDir()
-		ks, err := OpenKeyStore(dir, KeyStoreOptions{Rand: seededRand(3)})
+		ks, err := OpenKeyStore(dir, KeyStoreOptions{Rand: seededRand(t, 3)})
 		if err != nil {
 			t.Fatal(err)
 		}

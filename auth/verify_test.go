@@ -148,7 +148,7 @@ func TestRefusedTokens(t *testing.T) {
 	f := newFixture(t)
 	kid, key := f.signingKey(t, "ta")
 	pub := key.Public().(ed25519.PublicKey)
-	_, otherKey, _ := ed25519.GenerateKey(seededRand(9))
+	_, otherKey, _ := ed25519.GenerateKey(seededRand(t, 9))
 	now := f.clock.Now()
 
 	expired := f.rawClaims("ta")

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"felix/internal/testseed"
 )
 
 // observed is what one subscriber saw.
@@ -29,8 +31,7 @@ type observed struct {
 func TestPropertyPublishersSubscribers(t *testing.T) {
 	for _, durable := range []bool{false, true} {
 		t.Run(fmt.Sprintf("durable=%v", durable), func(t *testing.T) {
-			seed := uint64(time.Now().UnixNano())
-			t.Logf("seed %d", seed)
+			seed := testseed.Seed(t, uint64(time.Now().UnixNano()))
 			runProperty(t, durable, rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)))
 		})
 	}

@@ -11,13 +11,15 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"felix/internal/testseed"
 )
 
 // buildLog writes random batches under on_commit and returns every
 // acknowledged record, in order.
-func buildLog(t *testing.T, dir string, seed int64, batches int, segBytes int64) []rec {
+func buildLog(t *testing.T, dir string, seed uint64, batches int, segBytes int64) []rec {
 	t.Helper()
-	rnd := rand.New(rand.NewSource(seed))
+	rnd := rand.New(rand.NewSource(int64(seed)))
 	d := NewDisk(newRing(t), nil)
 	l, err := d.Open(Options{Dir: dir, FsyncMode: FsyncOnCommit, SegmentBytes: segBytes})
 	if err != nil {
@@ -101,7 +103,7 @@ func lastRecordPos(t *testing.T, path string) int64 {
 // style, pads the cut with zeros to the block end): recovery must keep exactly
 // the records before it, all of which were acknowledged under on_commit.
 func TestTornTailEveryBytePosition(t *testing.T) {
-	for seed := int64(1); seed <= 2; seed++ {
+	testseed.Run(t, 1, 2, func(t *testing.T, seed uint64) {
 		src := filepath.Join(t.TempDir(), "src")
 		acked := buildLog(t, src, seed, 40, 6000)
 		seg := newestSegment(t, src)
@@ -143,12 +145,12 @@ func TestTornTailEveryBytePosition(t *testing.T) {
 				l.Close()
 			}
 		}
-	}
+	})
 }
 
 func TestVerifyNamesFlippedByte(t *testing.T) {
 	dir := t.TempDir()
-	acked := buildLog(t, dir, 7, 60, 4096)
+	acked := buildLog(t, dir, testseed.Seed(t, 7), 60, 4096)
 	var out bytes.Buffer
 	res, err := Verify(dir, &out, ToolOptions{})
 	if err != nil || res.Records != int64(len(acked)) {
@@ -193,7 +195,7 @@ func TestVerifyNamesFlippedByte(t *testing.T) {
 
 func TestNewestSegmentCorruptionNeedsRepairSwitch(t *testing.T) {
 	dir := t.TempDir()
-	acked := buildLog(t, dir, 3, 10, 1<<20)
+	acked := buildLog(t, dir, testseed.Seed(t, 3), 10, 1<<20)
 	seg := newestSegment(t, dir)
 	b, _ := os.ReadFile(seg)
 	pos := lastRecordPos(t, seg)
@@ -217,7 +219,7 @@ func TestNewestSegmentCorruptionNeedsRepairSwitch(t *testing.T) {
 
 func TestSealedSegmentDamageIsAnError(t *testing.T) {
 	dir := t.TempDir()
-	buildLog(t, dir, 4, 40, 4096)
+	buildLog(t, dir, testseed.Seed(t, 4), 40, 4096)
 	ids, _ := listSegments(OSFS{}, dir)
 	p := filepath.Join(dir, SegmentFileName(ids[0]))
 	b, _ := os.ReadFile(p)
@@ -232,7 +234,7 @@ func TestSealedSegmentDamageIsAnError(t *testing.T) {
 
 func TestIndexRebuiltWhenMissingOrWrong(t *testing.T) {
 	dir := t.TempDir()
-	acked := buildLog(t, dir, 5, 80, 8192)
+	acked := buildLog(t, dir, testseed.Seed(t, 5), 80, 8192)
 	ids, _ := listSegments(OSFS{}, dir)
 	idx0 := filepath.Join(dir, IndexFileName(ids[0]))
 	want, _ := os.ReadFile(idx0)
@@ -257,7 +259,7 @@ func TestIndexRebuiltWhenMissingOrWrong(t *testing.T) {
 
 func TestAbandonedPreparationRemoved(t *testing.T) {
 	dir := t.TempDir()
-	acked := buildLog(t, dir, 6, 10, 1<<20)
+	acked := buildLog(t, dir, testseed.Seed(t, 6), 10, 1<<20)
 	// An empty newest segment whose base does not continue the log.
 	f, _ := os.Create(filepath.Join(dir, SegmentFileName(9)))
 	f.Write(AppendSegmentHeader(nil, SegmentHeader{Version: 3, BaseOffset: 999}))

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"felix/internal/testseed"
 )
 
 // modelValue is the reference model's stored value.
@@ -35,9 +37,7 @@ func (m *model) get(key string, now int64) (string, bool) {
 // steps) and checks every answer against the model, and the table's
 // invariants as it goes.
 func TestShardAgainstModel(t *testing.T) {
-	for seed := range uint64(10) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { runModel(t, seed, 2_000) })
-	}
+	testseed.Run(t, 0, 10, func(t *testing.T, seed uint64) { runModel(t, seed, 2_000) })
 }
 
 func runModel(t *testing.T, seed uint64, steps int) {
@@ -160,7 +160,7 @@ func checkModelAfterRestart(t *testing.T, h *harness, m *model, now int64) {
 // wrote always rebuilds exactly the state it holds in memory, including
 // the write order eviction depends on.
 func TestReplayReproducesMemoryUnderEviction(t *testing.T) {
-	for seed := range uint64(10) {
+	testseed.Run(t, 0, 10, func(t *testing.T, seed uint64) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		h := newHarness(t, Config{MaxEntries: 4, MaxBytes: 5 * (EntryOverheadBytes + 4), MaxCounters: 3})
 		now := int64(0)
@@ -200,7 +200,7 @@ func TestReplayReproducesMemoryUnderEviction(t *testing.T) {
 			}
 			checkTable(t, replayed.values)
 		}
-	}
+	})
 }
 
 func writeOrder(s *Shard) string {

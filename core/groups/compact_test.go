@@ -5,6 +5,8 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+
+	"felix/internal/testseed"
 )
 
 // dump prints a shard's state for comparisons, one group per line.
@@ -52,8 +54,8 @@ func replayLogs(t *testing.T, cursor, dead [][]byte, deadEnd uint64, now int64) 
 // head prefixes of both logs as seglog's Compact may, and checks that replaying what is
 // left plus the snapshot gives the state a replay of the full logs gives.
 func TestSnapshotReplaysToTheSameState(t *testing.T) {
-	for seed := int64(1); seed <= 60; seed++ {
-		rnd := rand.New(rand.NewSource(seed))
+	testseed.Run(t, 1, 60, func(t *testing.T, seed uint64) {
+		rnd := rand.New(rand.NewSource(int64(seed)))
 		r := newRig(t, GroupConfig{MaxDeliveries: 2, VisibilityTimeoutMillis: 20, RedeliveryDelayMillis: 5})
 		randomWorkload(t, r, rnd, 150)
 		r.sync()
@@ -68,7 +70,7 @@ func TestSnapshotReplaysToTheSameState(t *testing.T) {
 		if got != want {
 			t.Fatalf("seed %d: after compaction\n%s\nwant\n%s", seed, got, want)
 		}
-	}
+	})
 }
 
 // randomWorkload runs n random operations on two groups, syncing as it goes.

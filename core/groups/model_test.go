@@ -6,6 +6,8 @@ import (
 	"math/rand"
 	"slices"
 	"testing"
+
+	"felix/internal/testseed"
 )
 
 // mOff is the model's view of one delivered offset.
@@ -185,9 +187,7 @@ func TestAgainstModel(t *testing.T) {
 	if testing.Short() {
 		seeds = 50
 	}
-	for seed := int64(1); seed <= int64(seeds); seed++ {
-		runModel(t, seed)
-	}
+	testseed.Run(t, 1, seeds, func(t *testing.T, seed uint64) { runModel(t, int64(seed)) })
 }
 
 var runModelDebug bool
