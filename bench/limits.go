@@ -1,5 +1,9 @@
 package bench
 
+// The limits of this machine that compare measures before its Felix rows (MeasureLimits):
+// write+fdatasync, sequential disk writes and a QUIC echo over loopback, the denominators
+// of the report's "share of the limit" column.
+
 import (
 	"context"
 	"errors"
