@@ -48,3 +48,24 @@ func (s *Sim[M]) Restart(id NodeID) error {
 	s.check(fmt.Sprintf("restart %v", id))
 	return nil
 }
+
+// CorruptFile flips one byte of file name on node id's disk (bit rot: the
+// position and mask are drawn from the run's generator), whether or not the
+// node is up; a running machine sees it on its next read, a restarted one
+// in recovery, and its checksums must catch it. It returns the trace note
+// ("byte I ^0xMM", or "empty" for an empty file). Errors: ErrUnknownNode,
+// ErrNoFile.
+func (s *Sim[M]) CorruptFile(id NodeID, name string) (string, error) {
+	n, ok := s.nodes[id]
+	if !ok {
+		return "", fmt.Errorf("%w %v", ErrUnknownNode, id)
+	}
+	f, ok := n.disk.Lookup(name)
+	if !ok {
+		return "", fmt.Errorf("%w: %v on node %v", ErrNoFile, name, id)
+	}
+	note := f.flipByte(s.rand)
+	s.tracef("%v corrupt-file %v %s (%s)", s.now, id, name, note)
+	s.check(fmt.Sprintf("corrupt-file %v %s", id, name))
+	return note, nil
+}

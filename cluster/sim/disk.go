@@ -15,7 +15,8 @@ import (
 // (CutKeep, a process crash with the page cache intact), not at all
 // (CutLose), or up to a random byte (CutRandom, the default: a power loss,
 // possibly in the middle of a record, so recovery must find a torn tail).
-// Synced bytes are never corrupted by a crash. A Disk is not safe for
+// Synced bytes are never corrupted by a crash; Sim.CorruptFile damages
+// stored bytes on purpose (bit rot). A Disk is not safe for
 // concurrent use; the simulator is single-goroutine.
 type Disk struct {
 	files map[string]*File
@@ -131,6 +132,15 @@ func (f *File) Len() int { return len(f.data) }
 
 // Synced returns how many leading bytes are durable.
 func (f *File) Synced() int { return f.synced }
+
+// flipByte XORs one byte of the file, at a position drawn from r, with a
+// non-zero mask drawn from r, and returns the note FlipByte gives; an empty
+// file is left alone ("empty").
+func (f *File) flipByte(r *Rand) string {
+	out, note := FlipByte(f.data, r)
+	f.data = out
+	return note
+}
 
 // CutMode says what a crash does to the unsynced suffix of a node's files.
 type CutMode int

@@ -34,7 +34,8 @@
 // of the unsynced suffix (CutMode; random may tear a record in half).
 // Restart builds a new machine from what survived (Factory, Env.Disk). A
 // crashed node's incoming copies are dropped. Synced bytes are never lost
-// or damaged by a crash; disk corruption is not modelled.
+// or damaged by a crash; Sim.CorruptFile flips one stored byte on purpose
+// (bit rot), which the machine's record checksums must catch.
 //
 // Every random choice — fates of messages, crash cuts, each node's own
 // Env.Rand (forked at build), the test's workload (Sim.Rand) — is drawn

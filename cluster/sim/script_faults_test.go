@@ -216,3 +216,16 @@ func (h *harness) cmdStatus(_ []string, _ *datadriven.TestData) (string, error) 
 		st.Sent, st.Delivered, st.Dropped, st.Duplicated, st.Corrupted, st.Ticks, st.Crashes, st.Restarts)
 	return b.String(), nil
 }
+
+// cmdCorruptFile: corrupt-file ID FILE
+func (h *harness) cmdCorruptFile(args []string, _ *datadriven.TestData) (string, error) {
+	if len(args) != 2 {
+		return "", fmt.Errorf("usage: corrupt-file ID FILE")
+	}
+	id, err := parseNode(args[0])
+	if err != nil {
+		return "", err
+	}
+	_, err = h.sim.CorruptFile(id, args[1])
+	return "", err
+}

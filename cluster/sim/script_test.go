@@ -40,21 +40,22 @@ func (h *harness) trace(line string) { h.lines = append(h.lines, line) }
 // commands maps each script command to its handler; a handler returns the
 // text to append after the trace, or an error to print as "error: …".
 var commands = map[string]func(h *harness, args []string, d *datadriven.TestData) (string, error){
-	"new":       (*harness).cmdNew,
-	"add-nodes": (*harness).cmdAddNodes,
-	"send":      (*harness).cmdSend,
-	"deliver":   (*harness).cmdDeliver,
-	"tick":      (*harness).cmdTick,
-	"drop":      (*harness).cmdLinkFault,
-	"dup":       (*harness).cmdLinkFault,
-	"reorder":   (*harness).cmdLinkFault,
-	"delay":     (*harness).cmdLinkFault,
-	"corrupt":   (*harness).cmdCorrupt,
-	"partition": (*harness).cmdPartition,
-	"heal":      (*harness).cmdHeal,
-	"crash":     (*harness).cmdCrash,
-	"restart":   (*harness).cmdRestart,
-	"status":    (*harness).cmdStatus,
+	"new":          (*harness).cmdNew,
+	"add-nodes":    (*harness).cmdAddNodes,
+	"send":         (*harness).cmdSend,
+	"deliver":      (*harness).cmdDeliver,
+	"tick":         (*harness).cmdTick,
+	"drop":         (*harness).cmdLinkFault,
+	"dup":          (*harness).cmdLinkFault,
+	"reorder":      (*harness).cmdLinkFault,
+	"delay":        (*harness).cmdLinkFault,
+	"corrupt":      (*harness).cmdCorrupt,
+	"corrupt-file": (*harness).cmdCorruptFile,
+	"partition":    (*harness).cmdPartition,
+	"heal":         (*harness).cmdHeal,
+	"crash":        (*harness).cmdCrash,
+	"restart":      (*harness).cmdRestart,
+	"status":       (*harness).cmdStatus,
 }
 
 func (h *harness) run(t *testing.T, d *datadriven.TestData) string {

@@ -14,6 +14,7 @@ var (
 	ErrNodeUp      = errors.New("sim: node is up")
 	ErrLivelock    = errors.New("sim: more events than Options.MaxEvents in one call")
 	ErrNoCorrupt   = errors.New("sim: corruption needs Config.Corrupt for this message type")
+	ErrNoFile      = errors.New("sim: no such file")
 )
 
 // Sim runs N machines on one goroutine against a virtual clock, a

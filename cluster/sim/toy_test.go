@@ -161,7 +161,7 @@ func (m *toy) recover() {
 		good += toyFrameBytes
 	}
 	if good < len(data) {
-		m.env.Logf("recovery cut %d torn bytes after %d records", len(data)-good, len(m.log))
+		m.env.Logf("recovery cut a torn or damaged tail of %d bytes after %d records", len(data)-good, len(m.log))
 		m.file.Truncate(good)
 	}
 }
