@@ -149,6 +149,7 @@ func TestRandomFindsPlantedBugs(t *testing.T) {
 // for line; another seed gives another.
 func TestReplayIsExact(t *testing.T) {
 	seed := simtest.Seed(t, 12345)
+	t.Logf("sim %v", swarmOptions(seed))
 	trace := func(seed uint64) []string {
 		var lines []string
 		s, _ := newToySim(swarmOptions(seed), toyBugs{}, func(l string) { lines = append(lines, l) })
