@@ -93,7 +93,7 @@ func TestLatencyWithinTenPercent(t *testing.T) {
 	p := StartForTest(t, echoServer(t))
 	c := dial(t, p.Addr())
 	base := medianRTT(t, c, 15)
-	const each = 50 * time.Millisecond
+	const each = 100 * time.Millisecond
 	names, err := p.Latency(Both, each, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -101,11 +101,19 @@ func TestLatencyWithinTenPercent(t *testing.T) {
 	if len(names) != 2 || !slices.Equal(p.Toxics(), names) {
 		t.Fatalf("toxics %q, listed %q", names, p.Toxics())
 	}
-	added := medianRTT(t, c, 15) - base // one delay each way
-	if want := 2 * each; added < want*9/10 || added > want*11/10 {
-		t.Fatalf("added round-trip latency %v (base %v), want %v ± 10%%", added, base, want)
+	// The median of 15 round trips, one delay each way; a CPU-starved machine can add its
+	// own scheduling delay, so up to three measurements are taken and one must fit.
+	want := 2 * each
+	for attempt := 1; ; attempt++ {
+		added := medianRTT(t, c, 15) - base
+		t.Logf("base %v, added %v (measurement %d)", base, added, attempt)
+		if added >= want*9/10 && added <= want*11/10 {
+			break
+		}
+		if added < want*9/10 || attempt == 3 {
+			t.Fatalf("added round-trip latency %v (base %v), want %v ± 10%%", added, base, want)
+		}
 	}
-	t.Logf("base %v, added %v", base, added)
 	if err := p.Remove(names...); err != nil {
 		t.Fatal(err)
 	}
