@@ -113,8 +113,9 @@ func (s *Supervisor) Dir() string { return s.dir }
 // its log file and kept in a bounded tail, its peak RSS sampled, and waits for spec.Ready
 // (bounded by ctx and Ready.Timeout). When the process is not ready in time or exits first
 // it is SIGKILLed and the error (wrapping ErrExited, context.DeadlineExceeded or the
-// readiness error) quotes its last output lines. Errors also: ErrNameInUse, ErrClosed, a
-// bad Spec, the exec failure.
+// readiness error) quotes its last output lines; that run stays the name's latest
+// (Supervisor.Process), which Restart can start again. Errors also: ErrNameInUse, ErrClosed,
+// a bad Spec, the exec failure.
 func (s *Supervisor) Start(ctx context.Context, spec Spec) (*Process, error) {
 	spec = spec.clone()
 	if spec.Name == "" {
@@ -180,6 +181,9 @@ func (s *Supervisor) exec(spec Spec, env []string, run int) (*Process, error) {
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, ErrClosed
+	}
+	if _, used := s.names[spec.Name]; used && run == 1 {
+		return nil, fmt.Errorf("%w: %q", ErrNameInUse, spec.Name) // a concurrent Start won
 	}
 	logPath := filepath.Join(s.dir, spec.Name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
