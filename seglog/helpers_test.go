@@ -41,6 +41,20 @@ func vectorsDir(t testing.TB) string {
 	return dir
 }
 
+// needUring skips a test that needs r to be the io_uring backend when it is not:
+// deliberately (FELIX_IO_BACKEND=syscall) or because the kernel refused io_uring, which
+// fails the test under CI=true instead (CI must run it).
+func needUring(t testing.TB, r ring.Ring, why string) {
+	t.Helper()
+	if r.Backend() == ring.BackendUring {
+		return
+	}
+	if os.Getenv("FELIX_IO_BACKEND") != "syscall" && os.Getenv("CI") == "true" {
+		t.Fatalf("io_uring unavailable under CI=true (backend %s): %s", r.Backend(), why)
+	}
+	t.Skipf("backend %s: %s", r.Backend(), why)
+}
+
 // newRing returns a ring chosen by FELIX_IO_BACKEND (closed at cleanup).
 func newRing(t testing.TB) ring.Ring {
 	t.Helper()
