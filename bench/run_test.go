@@ -8,6 +8,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"felix/internal/testmain"
 )
 
 // The workload tests run every built-in shape at its small size against a real broker
@@ -19,6 +21,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if testmain.FuzzOnly() {
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "felix-bench-test")
 	if err != nil {
 		panic(err)

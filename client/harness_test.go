@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"felix/internal/testmain"
 	"felix/netq"
 )
 
@@ -32,6 +33,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if testmain.FuzzOnly() {
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "felix-client-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"felix/internal/testmain"
 	"felix/broker"
 	"felix/netq"
 	"felix/proto"
@@ -30,6 +31,9 @@ import (
 var brokerBin string
 
 func TestMain(m *testing.M) {
+	if testmain.FuzzOnly() {
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "felix-broker-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"felix/internal/testmain"
 )
 
 // The CLI tests run the felix command in-process through testscript (the test binary
@@ -28,6 +30,9 @@ type buildThenRun struct{ m *testing.M }
 // Run builds felix-broker (with -race when this test binary has it), runs the tests and
 // removes the build.
 func (b buildThenRun) Run() int {
+	if testmain.FuzzOnly() {
+		return b.m.Run()
+	}
 	dir, err := os.MkdirTemp("", "felix-cli-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
