@@ -19,8 +19,8 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"felix/internal/testmain"
 	"felix/broker"
+	"felix/internal/testmain"
 	"felix/netq"
 	"felix/proto"
 )
