@@ -48,7 +48,7 @@
 // reimplemented (bit-identical, tested) because the tidy rule forbids the
 // import. Goroutine-based code uses the Network interface declared here
 // and its in-memory implementation in felix/cluster/sim/memnet; seeds for
-// tests come from felix/cluster/sim/simtest (FELIX_TEST_SEED).
+// tests come from felix/internal/testseed (FELIX_TEST_SEED).
 //
 // docs/cluster-testing.md, "Simulator", shows how to write a scenario and
 // how to replay a failing seed.

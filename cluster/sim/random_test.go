@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"felix/cluster/sim/simtest"
+	"felix/internal/testseed"
 )
 
 // randomSeeds is the loop's budget; each seed is a run of about a second of
@@ -115,9 +115,9 @@ func liveness(s *Sim[[]byte], w *toyWorld, ids []NodeID) error {
 }
 
 func TestRandomToy(t *testing.T) {
-	for _, seed := range simtest.Seeds(t, 1, randomSeeds) {
+	for _, seed := range testseed.Seeds(t, 1, randomSeeds) {
 		if err := runRandomToy(seed, toyBugs{}); err != nil {
-			t.Fatalf("seed %d: %v\n%s", seed, err, simtest.Replay(t, seed))
+			t.Fatalf("seed %d: %v\n%s", seed, err, testseed.Replay(t, seed))
 		}
 	}
 }
@@ -133,7 +133,7 @@ func TestRandomFindsPlantedBugs(t *testing.T) {
 		{"skip-checksum", toyBugs{skipChecksum: true}},
 	} {
 		t.Run(bug.name, func(t *testing.T) {
-			seeds := simtest.Seeds(t, 1, randomSeeds)
+			seeds := testseed.Seeds(t, 1, randomSeeds)
 			for i, seed := range seeds {
 				if err := runRandomToy(seed, bug.bugs); err != nil {
 					t.Logf("planted bug %s caught after %d seeds, by seed %d: %v", bug.name, i+1, seed, err)
@@ -148,7 +148,7 @@ func TestRandomFindsPlantedBugs(t *testing.T) {
 // TestReplayIsExact: the same seed and options give the same trace, line
 // for line; another seed gives another.
 func TestReplayIsExact(t *testing.T) {
-	seed := simtest.Seed(t, 12345)
+	seed := testseed.Seed(t, 12345)
 	t.Logf("sim %v", swarmOptions(seed))
 	trace := func(seed uint64) []string {
 		var lines []string
@@ -162,7 +162,7 @@ func TestReplayIsExact(t *testing.T) {
 	}
 	a, b, c := trace(seed), trace(seed), trace(seed+1)
 	if len(a) == 0 || fmt.Sprint(a) != fmt.Sprint(b) {
-		t.Fatalf("seed %d: two runs differ (%d and %d lines)\n%s", seed, len(a), len(b), simtest.Replay(t, seed))
+		t.Fatalf("seed %d: two runs differ (%d and %d lines)\n%s", seed, len(a), len(b), testseed.Replay(t, seed))
 	}
 	if fmt.Sprint(a) == fmt.Sprint(c) {
 		t.Fatalf("seeds %d and %d gave the same trace", seed, seed+1)

@@ -4,8 +4,8 @@
 //
 //	replay: FELIX_TEST_SEED=12345 go test -run '^TestSimulation$' .
 //
-// (run from the test's package directory). The log lines are those of
-// felix/cluster/sim/simtest, which the cluster's tests use. Only tests import it.
+// (run from the test's package directory). Seed loops use Run (one subtest per seed) or
+// Seeds (FELIX_SIM_SEEDS widens the loop). Only tests import it.
 package testseed
 
 import (
@@ -18,6 +18,10 @@ import (
 
 // Env is the environment variable that sets the seed.
 const Env = "FELIX_TEST_SEED"
+
+// EnvSeeds, when set to a positive int, is how many seeds a seed loop (Seeds) runs
+// instead of the test's own budget (a soak: FELIX_SIM_SEEDS=100000).
+const EnvSeeds = "FELIX_SIM_SEEDS"
 
 // Seed returns FELIX_TEST_SEED when it is set, else def (a test's fixed seed, or one it
 // derived, e.g. from the clock). It logs "seed FELIX_TEST_SEED=<n>" and, if t fails,
@@ -53,6 +57,30 @@ func Run(t *testing.T, first uint64, count int, fn func(t *testing.T, seed uint6
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { fn(t, Seed(t, seed)) })
 	}
+}
+
+// Seeds returns the seeds of a seed loop: only FELIX_TEST_SEED when it is set (replaying
+// one failure), else n consecutive seeds from first, n being FELIX_SIM_SEEDS when set. It
+// logs the range. Malformed variables fail t.
+func Seeds(t testing.TB, first uint64, n int) []uint64 {
+	t.Helper()
+	if s, ok := fromEnv(t); ok {
+		t.Logf("replaying %s=%d only", Env, s)
+		return []uint64{s}
+	}
+	if v := os.Getenv(EnvSeeds); v != "" {
+		m, err := strconv.Atoi(v)
+		if err != nil || m <= 0 {
+			t.Fatalf("%s=%q: want a positive int", EnvSeeds, v)
+		}
+		n = m
+	}
+	seeds := make([]uint64, n)
+	for i := range seeds {
+		seeds[i] = first + uint64(i)
+	}
+	t.Logf("seeds %d to %d (%s=N replays one, %s=M runs M)", first, first+uint64(n)-1, Env, EnvSeeds)
+	return seeds
 }
 
 // Replay returns the command line that reruns seed in t's top-level test, for failure

@@ -76,3 +76,19 @@ func TestFailureNamesTheReplay(t *testing.T) {
 		t.Fatalf("a bad seed: failed %v, logs %q", r.failed, r.logs)
 	}
 }
+
+func TestSeedsLoop(t *testing.T) {
+	t.Setenv(Env, "")
+	t.Setenv(EnvSeeds, "")
+	if got := Seeds(t, 10, 3); len(got) != 3 || got[0] != 10 || got[2] != 12 {
+		t.Fatalf("Seeds(10, 3) = %v", got)
+	}
+	t.Setenv(EnvSeeds, "5")
+	if got := Seeds(t, 1, 3); len(got) != 5 {
+		t.Fatalf("Seeds with %s=5 = %v", EnvSeeds, got)
+	}
+	t.Setenv(Env, "77")
+	if got := Seeds(t, 1, 10); len(got) != 1 || got[0] != 77 {
+		t.Fatalf("Seeds with %s=77 = %v, want [77]", Env, got)
+	}
+}

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"felix/cluster/sim"
-	"felix/cluster/sim/simtest"
+	"felix/internal/testseed"
 )
 
 // retry calls try (attempt 0, 1, …) until it returns nil or attempts are
@@ -92,7 +92,7 @@ func expectedElapsed(k int, rtt time.Duration) time.Duration {
 }
 
 func TestRetryWithBackoff(t *testing.T) {
-	seed := simtest.Seed(t, 4)
+	seed := testseed.Seed(t, 4)
 	synctest.Test(t, func(t *testing.T) {
 		n := New(Config[string]{Seed: seed, Link: sim.LinkFaults{Delay: time.Millisecond, DropPercent: 60}})
 		defer n.Close()
@@ -106,7 +106,7 @@ func TestRetryWithBackoff(t *testing.T) {
 		})
 		elapsed := time.Since(start)
 		if err != nil {
-			t.Fatalf("seed %d: %v after %d attempts\n%s", seed, err, attempts, simtest.Replay(t, seed))
+			t.Fatalf("seed %d: %v after %d attempts\n%s", seed, err, attempts, testseed.Replay(t, seed))
 		}
 		if want := expectedElapsed(attempts-1, 2*time.Millisecond); elapsed != want {
 			t.Fatalf("seed %d: succeeded at attempt %d after %v, want exactly %v", seed, attempts, elapsed, want)

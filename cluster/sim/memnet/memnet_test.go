@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"felix/cluster/sim"
-	"felix/cluster/sim/simtest"
+	"felix/internal/testseed"
 )
 
 // A reliable net with no delay delivers every message in send order, with
 // or without a bubble.
 func TestReliableInOrder(t *testing.T) {
-	n := New(Config[int]{Seed: simtest.Seed(t, 1)})
+	n := New(Config[int]{Seed: testseed.Seed(t, 1)})
 	defer n.Close()
 	in := n.Recv(2)
 	go func() {
@@ -77,7 +77,7 @@ func collect(t *testing.T, lf sim.LinkFaults, seed uint64, count int) ([][]byte,
 
 // The faults happen at their rates, and the same seed gives the same fates.
 func TestFaultsAndReplay(t *testing.T) {
-	seed := simtest.Seed(t, 7)
+	seed := testseed.Seed(t, 7)
 	lf := sim.LinkFaults{Delay: time.Millisecond, Jitter: time.Millisecond, DropPercent: 20, DupPercent: 10,
 		ReorderPercent: 30, ReorderDelay: 10 * time.Millisecond, CorruptPercent: 5}
 	got, st := collect(t, lf, seed, 1000)
