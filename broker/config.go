@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"felix/clock"
 	"flag"
 	"fmt"
 	"io"
@@ -59,6 +60,10 @@ const (
 // then command-line flags (spec/config.md §1, §2, §4; names and defaults there). Sizes are
 // bytes, durations carry their unit in the field name. Load with LoadConfig.
 type Config struct {
+	// Clock is the broker's and its engine's time (felix/clock; nil = clock.Real()). Not a
+	// setting: felix-broker sets it from the test clock hook (clock.FromEnv).
+	Clock clock.Clock
+
 	// Broker core (spec/config.md §1).
 	QUICBind                string // FELIX_QUIC_BIND, UDP host:port
 	MetricsBind             string // FELIX_BROKER_METRICS_BIND, HTTP host:port (ops + admin API)

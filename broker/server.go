@@ -158,6 +158,7 @@ func (s *Server) openEngine() error {
 		fsync = core.FsyncNone
 	}
 	e, err := core.NewEngine(core.Config{
+		Clock:                   s.cfg.Clock,
 		Cores:                   s.cfg.CoreShards,
 		DataDir:                 s.cfg.DataDir,
 		Fsync:                   fsync,
@@ -300,7 +301,13 @@ func (s *Server) serveHTTP() {
 }
 
 // now is the broker's clock for token expiry checks.
-func (s *Server) now() time.Time { return time.Now().Add(time.Duration(s.clockSkew.Load())) }
+func (s *Server) now() time.Time {
+	now := time.Now()
+	if s.cfg.Clock != nil {
+		now = s.cfg.Clock.Now()
+	}
+	return now.Add(time.Duration(s.clockSkew.Load()))
+}
 
 // QUICAddr and HTTPAddr are the bound addresses (useful with port 0).
 func (s *Server) QUICAddr() net.Addr { return s.listener.Addr() }

@@ -33,6 +33,7 @@ package core
 import (
 	"context"
 	"errors"
+	felixclock "felix/clock"
 	"fmt"
 	"os"
 	"strconv"
@@ -117,6 +118,10 @@ type Config struct {
 	HistoryFrameBytes int
 	// Metrics receives the engine's metrics; nil = a new set (Engine.Metrics).
 	Metrics *metrics.Set
+	// Clock is the engine's time: record timestamps, TTLs, leases, timers
+	// (felix/clock; nil = clock.Real()). felix-broker passes the test clock
+	// hook's clock here (clock.FromEnv).
+	Clock felixclock.Clock
 
 	// Seams for tests: disk factory (called on the core goroutine), clock,
 	// and manual mode (no core goroutines: the caller steps cores).
@@ -165,6 +170,9 @@ func (c *Config) normalize() error {
 	}
 	if c.Fsync > FsyncNone || c.FsyncInterval < 0 || c.BlockTimeout < 0 {
 		return fmt.Errorf("%w: fsync mode %d, interval %v, block timeout %v", ErrInvalid, c.Fsync, c.FsyncInterval, c.BlockTimeout)
+	}
+	if c.clock == nil && c.Clock != nil {
+		c.clock = c.Clock
 	}
 	if c.clock == nil {
 		c.clock = newRealClock()

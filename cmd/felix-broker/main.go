@@ -12,6 +12,7 @@ package main
 import (
 	"context"
 	"errors"
+	"felix/clock"
 	"fmt"
 	"log/slog"
 	"os"
@@ -47,6 +48,16 @@ func run(args []string) int {
 	}
 	logger := broker.NewLogger(cfg, os.Stderr)
 	slog.SetDefault(logger)
+	ck, hooked, err := clock.FromEnv(os.LookupEnv)
+	if err != nil {
+		logger.Error("startup failed", "err", err)
+		return 2
+	}
+	if hooked {
+		logger.Warn("test clock hook active: this broker's clock is skewed or slowed (never in production)",
+			clock.EnvOffsetMS, os.Getenv(clock.EnvOffsetMS), clock.EnvRate, os.Getenv(clock.EnvRate))
+		cfg.Clock = ck
+	}
 	srv, err := broker.New(cfg, logger)
 	if err != nil {
 		logger.Error("startup failed", "err", err)

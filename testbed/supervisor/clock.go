@@ -5,19 +5,22 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"felix/clock"
 )
 
 // The fake-clock hook: two variables the supervisor sets on the one process whose Spec has a
 // Clock (and strips from every other process's inherited environment, so a clock set on the
-// test binary never leaks into a node by accident). Reading them is the process's business;
-// the contract a reader must keep is in the doc of Clock.
+// test binary never leaks into a node by accident). felix-broker reads them with
+// felix/clock.FromEnv (its engine's and its token checks' time); the contract is in the doc
+// of that package and of Clock.
 const (
 	// EnvClockOffsetMS is the offset added to the process's wall clock: a base-10 int64 in
 	// milliseconds, may be negative ("-1500"). Absent = 0.
-	EnvClockOffsetMS = "FELIX_TEST_CLOCK_OFFSET_MS"
+	EnvClockOffsetMS = clock.EnvOffsetMS
 	// EnvClockRate is the speed of the process's clock relative to real time: a base-10
 	// decimal > 0 ("1", "0.5", "10"); absent = 1.
-	EnvClockRate = "FELIX_TEST_CLOCK_RATE"
+	EnvClockRate = clock.EnvRate
 )
 
 // Clock is a fake-clock setting for one process. A process that honours the hook reads both
