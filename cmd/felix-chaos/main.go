@@ -4,8 +4,11 @@
 //	felix-chaos selftest [-viz DIR]                 plant each anomaly, find it; clean twins stay clean
 //	felix-chaos check [-viz PATH] [-timeout D] HISTORY   run every checker on a JSON-lines history
 //	felix-chaos proxy --listen A --upstream B --control C --seed N   the UDP fault proxy
+//	felix-chaos run --scenario NAME [--seed N] [--kills N] [--ops N] [--dir D]   one scenario, checked
+//	felix-chaos run --list                          the registered scenarios (felix/testbed/scenario)
+//	felix-chaos soak --duration D [--scenario NAME]  a scenario again and again with fresh seeds
 //
-// Both end with the line "N passed, M failed" and exit 1 when M > 0; usage
+// selftest, check, run and soak end with the line "N passed, M failed" and exit 1 when M > 0; usage
 // errors and unreadable histories exit 2. docs/cluster-testing.md is the guide.
 package main
 
@@ -31,6 +34,8 @@ var subcommands = []subcommand{
 	{"selftest", "plant every anomaly in a history and check the checkers find it (and nothing in clean twins)", runSelftest},
 	{"check", "run every checker on a JSON-lines history file", runCheck},
 	{"proxy", "run the UDP fault proxy for one QUIC link (faults set over its loopback control API)", runProxy},
+	{"run", "run one scenario of the registry (--scenario NAME, --list) and check its history", runRun},
+	{"soak", "repeat a scenario with fresh seeds until --duration ends", runSoak},
 }
 
 // Exit codes.
