@@ -99,6 +99,7 @@ func (s *session) resolve(tenant, namespace, stream string) *nameCache {
 // allocates no request structs. Fields are owned by the engine between Publish and done.
 type pubOp struct {
 	req       core.PublishRequest
+	key       []byte // routing key (nil = none): resolved to req.Shard by core.Engine.Route
 	payloads  [1][]byte
 	sess      *session
 	body      []byte // read buffer holding the payloads (binary), returned on completion
@@ -240,7 +241,7 @@ func (s *session) handleJSONPublish(tenant, ns, stream string, key []byte, paylo
 	} else {
 		op.req.Payloads = payloads
 	}
-	op.req.Key = key
+	op.key = key
 	if idempotent && requestID != nil {
 		op.req.ProducerID, op.req.Sequence = producer, id
 	}
@@ -300,7 +301,7 @@ func (s *session) handleBinaryPublish(flags uint16, body []byte) bool {
 	}
 	op := s.newPubOp()
 	op.req.Payloads = append(op.req.Payloads[:0], b.Payloads...)
-	op.req.Key = b.Key
+	op.key = b.Key
 	if b.ProducerID != nil {
 		op.req.ProducerID, op.req.Sequence = string(b.ProducerID), b.RequestID
 	}
@@ -329,12 +330,12 @@ func (s *session) submit(op *pubOp, names *nameCache, requestID uint64, answer a
 	srv.inflight.Add(1)
 	s.inflight.Add(1)
 	srv.m.publishes.Inc()
-	err := srv.engine.Publish(&op.req, op.done)
+	err := srv.routeAndPublish(op)
 	if errors.Is(err, core.ErrNotFound) && srv.cfg.AutoCreate {
 		if cerr := srv.autoCreateStream(names.tenant, names.namespace, names.stream); cerr == nil {
 			names.durable = true
 			op.durable = true
-			err = srv.engine.Publish(&op.req, op.done)
+			err = srv.routeAndPublish(op)
 		}
 	}
 	if err == nil {
@@ -355,6 +356,17 @@ func (s *session) submit(op *pubOp, names *nameCache, requestID uint64, answer a
 	s.answerPublishError(kind, requestID, code, text)
 	op.recycle()
 	return false
+}
+
+// routeAndPublish resolves op's shard with core.Engine.Route (routing key, else the
+// idempotent key, else round-robin) and hands op to core.Engine.Publish on that shard.
+func (srv *Server) routeAndPublish(op *pubOp) error {
+	shard, err := srv.engine.Route(op.req.Stream, op.key, op.req.ProducerID, op.req.Sequence)
+	if err != nil {
+		return err
+	}
+	op.req.Shard = shard
+	return srv.engine.Publish(&op.req, op.done)
 }
 
 // refuseUnacked refuses an un-acknowledged publish to a delivery AtLeastOnce stream: its

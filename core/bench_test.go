@@ -136,7 +136,7 @@ func benchPublish(b *testing.B, e *Engine, name StreamName, shard, batches int, 
 	free := make(chan *PublishRequest, bc.window)
 	dones := map[*PublishRequest]func(PublishResult, error){}
 	for range bc.window {
-		req := &PublishRequest{Stream: name, Pinned: true, Shard: shard, Payloads: make([][]byte, bc.batch)}
+		req := &PublishRequest{Stream: name, Shard: shard, Payloads: make([][]byte, bc.batch)}
 		for i := range req.Payloads {
 			req.Payloads[i] = payload
 		}

@@ -132,7 +132,7 @@ func publishRandom(t *testing.T, e *Engine, publishers int, rng *rand.Rand, midw
 				if p == 0 && b == 30 {
 					midway()
 				}
-				req := &PublishRequest{Stream: testStream, Payloads: payloads(fmt.Sprintf("p%d.%d", p, b), 1+r.IntN(64))}
+				req := routed(t, e, &PublishRequest{Stream: testStream, Payloads: payloads(fmt.Sprintf("p%d.%d", p, b), 1+r.IntN(64))}, nil)
 				res, err := publishSync(t, e, req)
 				if errors.Is(err, ErrOverloaded) {
 					continue // shed behind a Block subscriber: not committed

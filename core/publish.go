@@ -2,26 +2,62 @@ package core
 
 import "fmt"
 
-// Publish routes req to a shard and enqueues it on the shard's core
-// (docs/architecture.md, "Path of a durable publish").
+// Route returns the shard, in [0, shards of stream), that a publish to stream
+// with routing key key (nil = none) and idempotent key (producerID,
+// sequence) (producerID "" = not idempotent) goes to (docs/architecture.md,
+// "Placement and routing"). The first rule that applies wins:
 //
-// Routing: req.Key != nil → RouteKey(stream routing, key); else
-// req.Pinned → req.Shard; else an idempotent publish (ProducerID set) goes
-// to idempotentShard(ProducerID, Sequence), so that every re-send of one
-// batch meets the shard whose producer window holds it
-// (spec/client-protocol.md §8.10); else round-robin over the shards.
+//  1. key != nil (an empty non-nil key counts): RouteKey(the stream's
+//     Routing, key, shards): FNV-1a 64 of the key, then modulo
+//     (RoutingModulo) or jump consistent hash (RoutingJumpHash;
+//     seeds/upgrades-and-compatibility.txt, "jump_hash_routing").
+//  2. producerID != "": idempotentShard(producerID, sequence, shards), a pure
+//     function of the dedupe key, so that every re-send of one batch meets the
+//     shard whose producer window holds it (spec/client-protocol.md §8.10).
+//  3. otherwise round-robin: the stream's counter (shared by every caller,
+//     one step per call to Route) modulo shards.
+//
+// Route reads only the catalog and, for rule 3, advances the counter; it
+// does not publish. Callers resolve the shard with Route and hand it to
+// Publish in PublishRequest.Shard. Errors: ErrNotFound (no such stream),
+// ErrClosed.
+func (e *Engine) Route(stream StreamName, key []byte, producerID string, sequence uint64) (shard int, err error) {
+	if e.closed.Load() {
+		return 0, ErrClosed
+	}
+	meta := e.lookup(stream)
+	if meta == nil {
+		return 0, ErrNotFound
+	}
+	n := len(meta.shards)
+	switch {
+	case key != nil:
+		return RouteKey(meta.spec.Routing, key, n), nil
+	case producerID != "":
+		return idempotentShard(producerID, sequence, n), nil
+	default:
+		return int((meta.rr.Add(1) - 1) % uint64(n)), nil
+	}
+}
+
+// Publish enqueues req on the core of shard req.Shard of req.Stream
+// (docs/architecture.md, "Path of a durable publish"). Publish does not
+// route: req.Shard is always the target, resolved beforehand with Route (or
+// chosen by a caller that forwards or replays a batch to a known shard).
 //
 // done runs exactly once when Publish returned nil, on the core goroutine
 // (or on the goroutine closing the engine, with ErrClosed), and must not
-// block. When it runs depends on the ack mode (AckMode). Errors given to
-// done: ErrNotFound (stream deleted meanwhile), ErrOverloaded (held queue
-// full behind a Block subscriber), ErrStorageFailed-wrapped, ErrClosed.
-// Until done runs, req and every byte it references belong to the engine.
+// block. When it runs depends on the ack mode (AckMode) and, for
+// AckOnCommit, on the shard's release mark (Engine.Release). Errors given
+// to done: ErrNotFound (stream deleted meanwhile), ErrOverloaded (held
+// queue full behind a Block subscriber), ErrStorageFailed-wrapped,
+// ErrClosed. Until done runs, req and every byte it references belong to
+// the engine.
 //
 // Publish itself returns ErrInvalid (no payloads, bad ack mode, producer id
-// too long), ErrNotFound (no such stream or shard), ErrOverloaded (the
-// core's inbox is full: shed or retry with backoff) or ErrClosed; then done
-// is never called.
+// too long), ErrNotFound (no such stream, or req.Shard out of range),
+// ErrOverloaded (the core's inbox is full: shed or retry with backoff) or
+// ErrClosed; then done is never called.
 func (e *Engine) Publish(req *PublishRequest, done func(PublishResult, error)) error {
 	if len(req.Payloads) == 0 || req.Ack > AckOnCommit || len(req.ProducerID) > MaxProducerIDBytes {
 		return fmt.Errorf("%w: publish with %d payloads, ack %d, producer id of %d bytes",
@@ -34,22 +70,10 @@ func (e *Engine) Publish(req *PublishRequest, done func(PublishResult, error)) e
 	if meta == nil {
 		return ErrNotFound
 	}
-	n := len(meta.shards)
-	var shard int
-	switch {
-	case req.Key != nil:
-		shard = RouteKey(meta.spec.Routing, req.Key, n)
-	case req.Pinned:
-		if req.Shard < 0 || req.Shard >= n {
-			return fmt.Errorf("%w: %s has no shard %d", ErrNotFound, req.Stream, req.Shard)
-		}
-		shard = req.Shard
-	case req.ProducerID != "":
-		shard = idempotentShard(req.ProducerID, req.Sequence, n)
-	default:
-		shard = int((meta.rr.Add(1) - 1) % uint64(n))
+	if req.Shard < 0 || req.Shard >= len(meta.shards) {
+		return fmt.Errorf("%w: %s has no shard %d", ErrNotFound, req.Stream, req.Shard)
 	}
-	s := meta.shards[shard]
+	s := meta.shards[req.Shard]
 	return e.post(s.c, message{kind: msgPublish, shard: s, req: req, done: done})
 }
 

@@ -62,7 +62,7 @@ func TestInMemoryPublishAssignsOffsets(t *testing.T) {
 	}
 }
 
-func TestRoutingKeysRoundRobinAndPinned(t *testing.T) {
+func TestRoutingKeysRoundRobinAndExplicitShard(t *testing.T) {
 	h := newHarness(t, 2, newFakeStore(), nil)
 	mod := StreamName{Tenant: "t", Namespace: "n", Stream: "mod"}
 	jump := StreamName{Tenant: "t", Namespace: "n", Stream: "jump"}
@@ -71,14 +71,14 @@ func TestRoutingKeysRoundRobinAndPinned(t *testing.T) {
 	key := []byte("customer-42")
 	var acks []*ack
 	for range 3 {
-		acks = append(acks, h.publish(&PublishRequest{Stream: mod, Key: key, Payloads: payloads("k", 1)}))
-		acks = append(acks, h.publish(&PublishRequest{Stream: jump, Key: key, Payloads: payloads("k", 1)}))
+		acks = append(acks, h.publish(routed(t, h.e, &PublishRequest{Stream: mod, Payloads: payloads("k", 1)}, key)))
+		acks = append(acks, h.publish(routed(t, h.e, &PublishRequest{Stream: jump, Payloads: payloads("k", 1)}, key)))
 	}
 	var rr []*ack
 	for range 10 {
-		rr = append(rr, h.publish(&PublishRequest{Stream: mod, Payloads: payloads("r", 1)}))
+		rr = append(rr, h.publish(routed(t, h.e, &PublishRequest{Stream: mod, Payloads: payloads("r", 1)}, nil)))
 	}
-	pinned := h.publish(&PublishRequest{Stream: mod, Pinned: true, Shard: 3, Payloads: payloads("p", 1)})
+	pinned := h.publish(&PublishRequest{Stream: mod, Shard: 3, Payloads: payloads("p", 1)})
 	h.step(2)
 	for i, a := range acks {
 		want := RouteKey(RoutingModulo, key, 5)
@@ -97,9 +97,9 @@ func TestRoutingKeysRoundRobinAndPinned(t *testing.T) {
 		t.Fatalf("round-robin spread %v", counts)
 	}
 	if pinned.res.Shard != 3 {
-		t.Fatalf("pinned publish went to shard %d", pinned.res.Shard)
+		t.Fatalf("explicit-shard publish went to shard %d", pinned.res.Shard)
 	}
-	if err := h.e.Publish(&PublishRequest{Stream: mod, Pinned: true, Shard: 5, Payloads: payloads("p", 1)}, nil); !errors.Is(err, ErrNotFound) {
+	if err := h.e.Publish(&PublishRequest{Stream: mod, Shard: 5, Payloads: payloads("p", 1)}, nil); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("publish to shard 5 of 5: %v", err)
 	}
 }
@@ -231,7 +231,7 @@ func TestCatalog(t *testing.T) {
 	if err := h.e.CreateStream(StreamSpec{Name: StreamName{Tenant: "t"}, Shards: 1}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("bad name: %v", err)
 	}
-	h.publish(&PublishRequest{Stream: testStream, Pinned: true, Shard: 2, Payloads: payloads("x", 5)})
+	h.publish(&PublishRequest{Stream: testStream, Shard: 2, Payloads: payloads("x", 5)})
 	h.step(2)
 	info, err := h.e.StreamInfo(testStream)
 	if err != nil {
@@ -380,9 +380,9 @@ func TestUnkeyedIdempotentResendMeetsItsWindow(t *testing.T) {
 	h.create(StreamSpec{Name: name, Shards: 4})
 	shardsUsed := map[int]bool{}
 	for seq := uint64(1); seq <= 32; seq++ {
-		first := h.publish(&PublishRequest{Stream: name, ProducerID: "p-1", Sequence: seq, Payloads: payloads("a", 2)})
+		first := h.publish(routed(t, h.e, &PublishRequest{Stream: name, ProducerID: "p-1", Sequence: seq, Payloads: payloads("a", 2)}, nil))
 		h.step(2)
-		again := h.publish(&PublishRequest{Stream: name, ProducerID: "p-1", Sequence: seq, Payloads: payloads("a", 2)})
+		again := h.publish(routed(t, h.e, &PublishRequest{Stream: name, ProducerID: "p-1", Sequence: seq, Payloads: payloads("a", 2)}, nil))
 		h.step(2)
 		if first.err != nil || again.err != nil {
 			t.Fatalf("seq %d: %v / %v", seq, first.err, again.err)

@@ -84,7 +84,7 @@ func TestRestartKeepsEveryAcknowledgedRecordOnDisk(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for b := range batches {
-				req := &PublishRequest{Stream: testStream, Key: []byte(fmt.Sprint(p)), Payloads: payloads(fmt.Sprintf("p%d-b%d", p, b), 1+b%3)}
+				req := routed(t, e, &PublishRequest{Stream: testStream, Payloads: payloads(fmt.Sprintf("p%d-b%d", p, b), 1+b%3)}, []byte(fmt.Sprint(p)))
 				res, err := publishSync(t, e, req)
 				if err != nil {
 					t.Error(err)
@@ -267,7 +267,7 @@ func TestDeleteDurableStreamRemovesItsLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for shard := range 2 {
-		if _, err := publishSync(t, e, &PublishRequest{Stream: testStream, Pinned: true, Shard: shard, Payloads: payloads("x", 3), ProducerID: "p", Sequence: 1}); err != nil {
+		if _, err := publishSync(t, e, &PublishRequest{Stream: testStream, Shard: shard, Payloads: payloads("x", 3), ProducerID: "p", Sequence: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -281,7 +281,7 @@ func TestDeleteDurableStreamRemovesItsLogs(t *testing.T) {
 	if err != nil || info.NextOffsets[0] != 0 || info.NextOffsets[1] != 0 {
 		t.Fatalf("recreated stream is not empty: %+v %v", info, err)
 	}
-	res, err := publishSync(t, e, &PublishRequest{Stream: testStream, Pinned: true, Shard: 0, Payloads: payloads("x", 1), ProducerID: "p", Sequence: 1})
+	res, err := publishSync(t, e, &PublishRequest{Stream: testStream, Shard: 0, Payloads: payloads("x", 1), ProducerID: "p", Sequence: 1})
 	if err != nil || res.Duplicate || res.FirstOffset != 0 {
 		t.Fatalf("producer window survived the delete: %+v %v", res, err)
 	}

@@ -81,7 +81,7 @@ func simulate(t *testing.T, rng *rand.Rand, durable bool) {
 }
 
 func simPublish(t *testing.T, h *harness, rng *rand.Rand, committed []map[uint64]string, step int) {
-	req := &PublishRequest{Stream: testStream, Pinned: true, Shard: rng.IntN(len(committed)),
+	req := &PublishRequest{Stream: testStream, Shard: rng.IntN(len(committed)),
 		Payloads: payloads(fmt.Sprint(step), 1+rng.IntN(5)), Ack: AckOnCommit}
 	err := h.e.Publish(req, func(res PublishResult, err error) {
 		if errors.Is(err, ErrOverloaded) {

@@ -166,7 +166,7 @@ func (m AckMode) String() string {
 
 // PublishRequest is one batch of records for one stream.
 //
-// Ownership: the engine reads Payloads (and Key, ProducerID) until it calls
+// Ownership: the engine reads Payloads (and ProducerID) until it calls
 // done. The caller must keep those bytes unchanged and alive until then;
 // after done returns they are the caller's again. (The engine copies the
 // payloads once, into the shared event frame and the log's staging buffer;
@@ -174,12 +174,11 @@ func (m AckMode) String() string {
 // reused before done either.
 type PublishRequest struct {
 	Stream StreamName
-	// Key routes the batch to a shard; nil = round-robin over the shards.
-	Key []byte
-	// Pinned with a nil Key sends the batch to Shard (forwarded publishes,
-	// replays); otherwise Shard is ignored.
-	Pinned bool
-	Shard  int
+	// Shard is the shard the batch is appended to, 0..shards-1: always
+	// explicit. Resolve it with Engine.Route (routing key, idempotent key or
+	// round-robin); a caller forwarding or replaying a batch to a known shard
+	// sets it directly. Out of range: ErrNotFound from Publish.
+	Shard int
 	// Payloads are the records, in order; at least one.
 	Payloads [][]byte
 	Ack      AckMode
