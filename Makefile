@@ -5,7 +5,7 @@ BIN       := bin
 FUZZTIME  ?= 10s
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build run test test-syscall fuzz fuzz-ci bench lint e2e soak bench-compare clean
+.PHONY: build run test test-syscall fuzz fuzz-ci bench lint e2e soak bench-compare clean chaos-ci
 
 ## build: compile every binary into ./bin
 build:
@@ -55,6 +55,12 @@ clean:
 E2E_TIMEOUT ?= 10m
 e2e:
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -run 'TestCrashCorpus' -v ./e2e/
+
+## chaos-ci: the single-node-kill scenario at CI size: 20 SIGKILLs while operations are in flight, 2000
+## operations, every checker on the history (docs/cluster-testing.md, "Scenarios"); CHAOS_FLAGS="--seed N" replays
+CHAOS_FLAGS ?=
+chaos-ci:
+	$(GO) run ./cmd/felix-chaos run --scenario single-node-kill --kills 20 --ops 2000 $(CHAOS_FLAGS)
 
 ## soak: the same for longer (full corpus, SOAK_KILLS kills per phase); writes its tables to docs/soak.md
 SOAK_KILLS   ?= 300
