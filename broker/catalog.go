@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"felix/internal/vfs"
 )
 
 // Catalog errors. Test with errors.Is; the admin API maps them to HTTP 404 / 409 / 400 and
@@ -227,34 +229,11 @@ func decodeCatalog(data []byte) (catalogFile, error) {
 	return f, nil
 }
 
-// WriteFileAtomic writes data to path via path.tmp: write, fsync, rename, fsync the
-// directory. A crash leaves either the old or the new file.
+// WriteFileAtomic writes data to path via path.tmp (mode 0600): write, fdatasync,
+// rename, fsync the directory (vfs.WriteFileAtomic on the OS file system). A crash
+// leaves either the old or the new file.
 func WriteFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	dir, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer dir.Close()
-	return dir.Sync()
+	return vfs.WriteFileAtomic(vfs.OSFS{}, path, data, 0o600)
 }
 
 // ValidName reports whether s can name a tenant, namespace, stream or cache:

@@ -4,52 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"sync/atomic"
 	"testing"
 
-	"felix/seglog"
+	"felix/internal/vfs/vfstest"
 )
 
-// faultFS wraps the OS file system; its files give the ring no descriptor,
-// so seglog drives every write and fdatasync through them, and an armed
-// fault fails the next fdatasync or write.
-type faultFS struct {
-	seglog.OSFS
-	failSync  atomic.Bool
-	failWrite atomic.Bool
-}
-
 var errInjected = errors.New("injected EIO")
-
-type faultFile struct {
-	seglog.File
-	fs *faultFS
-}
-
-func (f *faultFS) OpenFile(path string, flag int, perm os.FileMode) (seglog.File, error) {
-	file, err := f.OSFS.OpenFile(path, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return &faultFile{File: file, fs: f}, nil
-}
-
-func (f *faultFile) Fd() int { return -1 }
-
-func (f *faultFile) Datasync() error {
-	if f.fs.failSync.Load() {
-		return errInjected
-	}
-	return f.File.Datasync()
-}
-
-func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
-	if f.fs.failWrite.Load() {
-		return 0, errInjected
-	}
-	return f.File.WriteAt(p, off)
-}
 
 // TestInjectedDiskFaultsFailPublishesAndKeepAckedRecords runs durable
 // publishes over a file system that fails on demand: a failed fdatasync or
@@ -60,7 +20,7 @@ func TestInjectedDiskFaultsFailPublishesAndKeepAckedRecords(t *testing.T) {
 	for _, fault := range []string{"fdatasync", "write"} {
 		t.Run(fault, func(t *testing.T) {
 			dir := t.TempDir()
-			fs := &faultFS{}
+			fs := &vfstest.FaultFS{} // the shared fault FS (was the private faultFS of this file)
 			open := func() *Engine {
 				e, err := NewEngine(Config{Cores: 1, DataDir: dir, Fsync: FsyncOnCommit, NoPinning: true, fs: fs})
 				if err != nil {
@@ -81,16 +41,15 @@ func TestInjectedDiskFaultsFailPublishesAndKeepAckedRecords(t *testing.T) {
 				acked = append(acked, fmt.Sprintf("%d-0", i), fmt.Sprintf("%d-1", i))
 			}
 			if fault == "fdatasync" {
-				fs.failSync.Store(true)
+				fs.Fail(vfstest.OpDatasync, errInjected)
 			} else {
-				fs.failWrite.Store(true)
+				fs.Fail(vfstest.OpWrite, errInjected)
 			}
 			_, err := publishSync(t, e, &PublishRequest{Stream: testStream, Payloads: payloads("lost", 1)})
 			if !errors.Is(err, ErrStorageFailed) || !errors.Is(err, errInjected) {
 				t.Fatalf("publish over a failing %s: %v", fault, err)
 			}
-			fs.failSync.Store(false)
-			fs.failWrite.Store(false)
+			fs.Heal()
 			if _, err := publishSync(t, e, &PublishRequest{Stream: testStream, Payloads: payloads("after", 1)}); !errors.Is(err, ErrStorageFailed) {
 				t.Fatalf("publish after the failure: %v", err)
 			}

@@ -2,147 +2,11 @@ package core
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"sync"
 	"testing"
 
-	"felix/seglog"
-
-	"golang.org/x/sys/unix"
+	"felix/internal/vfs/vfstest"
 )
-
-// crashFS models a SIGKILL on the file seam: the first `budget` writes land
-// (the last of them only its first `partial` bytes when partial > 0, as a
-// write cut short by a fatal signal), and from then on nothing reaches a file
-// any more: every write, fdatasync, truncate and directory change fails as if
-// the process were gone. Its files have no descriptor, so seglog drives every
-// write through them synchronously, like the syscall backend.
-type crashFS struct {
-	seglog.OSFS
-	mu      sync.Mutex
-	budget  int // writes still allowed to land
-	partial int // bytes of the last allowed write that land (0 = all)
-	crashed bool
-	writes  int // writes that landed (whole or cut)
-}
-
-var errCrashed = errors.New("process killed")
-
-func (f *crashFS) dead() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.crashed
-}
-
-// land reports how many bytes of an n-byte write reach the file.
-func (f *crashFS) land(n int) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.crashed {
-		return 0, errCrashed
-	}
-	f.writes++
-	f.budget--
-	if f.budget > 0 {
-		return n, nil
-	}
-	f.crashed = true
-	if f.partial > 0 && f.partial < n {
-		return f.partial, nil
-	}
-	return n, nil
-}
-
-type crashFile struct {
-	seglog.File
-	fs *crashFS
-}
-
-func (f *crashFS) OpenFile(path string, flag int, perm os.FileMode) (seglog.File, error) {
-	if flag&unix.O_DIRECT != 0 {
-		return nil, unix.EINVAL // buffered writes, as on the syscall backend: any byte count can land
-	}
-	if f.dead() && flag&(os.O_CREATE|os.O_WRONLY|os.O_RDWR) != 0 {
-		return nil, errCrashed
-	}
-	file, err := f.OSFS.OpenFile(path, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return &crashFile{File: file, fs: f}, nil
-}
-
-func (f *crashFS) Rename(o, n string) error {
-	if f.dead() {
-		return errCrashed
-	}
-	return f.OSFS.Rename(o, n)
-}
-
-func (f *crashFS) Remove(p string) error {
-	if f.dead() {
-		return errCrashed
-	}
-	return f.OSFS.Remove(p)
-}
-
-func (f *crashFS) RemoveAll(p string) error {
-	if f.dead() {
-		return errCrashed
-	}
-	return f.OSFS.RemoveAll(p)
-}
-
-func (f *crashFS) MkdirAll(p string, m os.FileMode) error {
-	if f.dead() {
-		return errCrashed
-	}
-	return f.OSFS.MkdirAll(p, m)
-}
-
-func (f *crashFS) SyncDir(p string) error {
-	if f.dead() {
-		return errCrashed
-	}
-	return f.OSFS.SyncDir(p)
-}
-
-func (f *crashFile) Fd() int { return -1 }
-
-func (f *crashFile) WriteAt(p []byte, off int64) (int, error) {
-	n, err := f.fs.land(len(p))
-	if err != nil {
-		return 0, err
-	}
-	w, err := f.File.WriteAt(p[:n], off)
-	if err == nil && w < len(p) {
-		err = errCrashed
-	}
-	return w, err
-}
-
-func (f *crashFile) Datasync() error {
-	if f.fs.dead() {
-		return errCrashed
-	}
-	return f.File.Datasync()
-}
-
-func (f *crashFile) Truncate(size int64) error {
-	if f.fs.dead() {
-		return errCrashed
-	}
-	return f.File.Truncate(size)
-}
-
-func (f *crashFile) Allocate(off, n int64) error {
-	if f.fs.dead() {
-		return errCrashed
-	}
-	return f.File.Allocate(off, n)
-}
 
 // TestIdempotentResendAfterCrashStoresOnce is the regression test of the
 // CI crash test's duplicates (docs/soak.md, "Failure history"): a SIGKILL
@@ -159,7 +23,10 @@ func TestIdempotentResendAfterCrashStoresOnce(t *testing.T) {
 	for _, pipelined := range []bool{false, true} {
 		for _, partial := range []int{0, 40} {
 			for budget := 1; ; budget++ {
-				fs := &crashFS{budget: budget, partial: partial}
+				// The shared fault FS (was the private crashFS of this file): a
+				// SIGKILL after budget writes, buffered writes only.
+				fs := &vfstest.FaultFS{NoDirect: true}
+				fs.CrashAfterWrites(budget, partial)
 				dir := t.TempDir()
 				acked, crashed := crashRun(t, dir, fs, pipelined, batches, perBatch)
 				if !crashed {
@@ -179,18 +46,18 @@ func TestIdempotentResendAfterCrashStoresOnce(t *testing.T) {
 // flight at once when pipelined, else one after the other) on an engine over
 // fs in dir, then closes it (nothing more lands once fs crashed). It returns
 // the results of the batches acknowledged and whether the kill came.
-func crashRun(t *testing.T, dir string, fs *crashFS, pipelined bool, batches, perBatch int) (map[uint64]PublishResult, bool) {
+func crashRun(t *testing.T, dir string, fs *vfstest.FaultFS, pipelined bool, batches, perBatch int) (map[uint64]PublishResult, bool) {
 	acked := map[uint64]PublishResult{}
 	e, err := NewEngine(Config{Cores: 1, DataDir: dir, Fsync: FsyncOnCommit, NoPinning: true, fs: fs})
 	if err != nil {
-		if fs.dead() {
+		if fs.Crashed() {
 			return acked, true
 		}
 		t.Fatal(err)
 	}
 	defer e.Close(context.Background())
 	if err := e.CreateStream(StreamSpec{Name: testStream, Shards: 1, Durable: true}); err != nil {
-		if fs.dead() {
+		if fs.Crashed() {
 			return acked, true
 		}
 		t.Fatal(err)
@@ -218,7 +85,7 @@ func crashRun(t *testing.T, dir string, fs *crashFS, pipelined bool, batches, pe
 			acked[a.seq] = a.res
 		}
 	}
-	return acked, fs.dead()
+	return acked, fs.Crashed()
 }
 
 // resendAndCheck reopens dir and publishes one batch without a key (it takes
@@ -227,7 +94,7 @@ func crashRun(t *testing.T, dir string, fs *crashFS, pipelined bool, batches, pe
 // once, in full, where its acks say.
 func resendAndCheck(t *testing.T, dir string, acked map[uint64]PublishResult, batches, perBatch int) {
 	open := func() *Engine {
-		e, err := NewEngine(Config{Cores: 1, DataDir: dir, Fsync: FsyncOnCommit, NoPinning: true, fs: &faultFS{}})
+		e, err := NewEngine(Config{Cores: 1, DataDir: dir, Fsync: FsyncOnCommit, NoPinning: true, fs: &vfstest.FaultFS{}})
 		if err != nil {
 			t.Fatalf("restart: %v", err)
 		}

@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -124,98 +123,6 @@ func readAll(t testing.TB, l *Log, from uint64) []rec {
 			return out
 		}
 	}
-}
-
-// faultFS wraps OSFS: files have no descriptor (so writes go through File
-// methods) and each operation name can be made to fail.
-type faultFS struct {
-	OSFS
-	mu    sync.Mutex
-	fail  map[string]error // op name → error to return ("write", "fdatasync", "fallocate", "truncate", "open")
-	after map[string]int   // op name → successful calls to allow first
-	count map[string]int
-}
-
-func newFaultFS() *faultFS {
-	return &faultFS{fail: map[string]error{}, after: map[string]int{}, count: map[string]int{}}
-}
-
-// failOn makes op fail with err after n more successful calls.
-func (f *faultFS) failOn(op string, n int, err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.fail[op], f.after[op], f.count[op] = err, n, 0
-}
-
-func (f *faultFS) heal() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.fail = map[string]error{}
-}
-
-func (f *faultFS) check(op string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	err, ok := f.fail[op]
-	if !ok {
-		return nil
-	}
-	f.count[op]++
-	if f.count[op] > f.after[op] {
-		return err
-	}
-	return nil
-}
-
-func (f *faultFS) OpenFile(path string, flag int, perm os.FileMode) (File, error) {
-	if flag&(os.O_WRONLY|os.O_RDWR) != 0 {
-		if err := f.check("open"); err != nil {
-			return nil, err
-		}
-	}
-	inner, err := f.OSFS.OpenFile(path, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return &faultFile{File: inner, fs: f}, nil
-}
-
-func (f *faultFS) Rename(a, b string) error {
-	if err := f.check("rename"); err != nil {
-		return err
-	}
-	return f.OSFS.Rename(a, b)
-}
-
-type faultFile struct {
-	File
-	fs *faultFS
-}
-
-func (f *faultFile) Fd() int { return -1 }
-func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
-	if err := f.fs.check("write"); err != nil {
-		return 0, err
-	}
-	return f.File.WriteAt(p, off)
-}
-func (f *faultFile) Datasync() error {
-	if err := f.fs.check("fdatasync"); err != nil {
-		return err
-	}
-	return f.File.Datasync()
-}
-func (f *faultFile) Allocate(off, n int64) error {
-	if err := f.fs.check("fallocate"); err != nil {
-		return err
-	}
-	return f.File.Allocate(off, n)
-}
-func (f *faultFile) Truncate(n int64) error {
-	if err := f.fs.check("truncate"); err != nil {
-		return err
-	}
-	return f.File.Truncate(n)
 }
 
 func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

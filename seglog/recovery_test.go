@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"felix/internal/vfs/vfstest"
+
 	"felix/internal/testseed"
 )
 
@@ -323,13 +325,13 @@ func TestReadsV2Segments(t *testing.T) {
 // append with ErrStorageFailed, acknowledge nothing, and the log reopens readable.
 func TestFaultInjection(t *testing.T) {
 	cases := []struct {
-		op  string
+		op  vfstest.Op
 		err error
-	}{{"write", unix.EIO}, {"write", unix.ENOSPC}, {"fdatasync", unix.EIO}, {"fallocate", unix.ENOSPC}, {"truncate", unix.EIO}}
+	}{{vfstest.OpWrite, unix.EIO}, {vfstest.OpWrite, unix.ENOSPC}, {vfstest.OpDatasync, unix.EIO}, {vfstest.OpAllocate, unix.ENOSPC}, {vfstest.OpTruncate, unix.EIO}}
 	for _, c := range cases {
-		t.Run(c.op+"-"+c.err.Error(), func(t *testing.T) {
+		t.Run(string(c.op)+"-"+c.err.Error(), func(t *testing.T) {
 			dir := t.TempDir()
-			ffs := newFaultFS()
+			ffs := &vfstest.FaultFS{} // the shared fault FS (was the private faultFS of helpers_test.go)
 			d := NewDisk(newRing(t), ffs)
 			l, err := d.Open(Options{Dir: dir, FsyncMode: FsyncOnCommit, SegmentBytes: 4096})
 			if err != nil {
@@ -343,7 +345,7 @@ func TestFaultInjection(t *testing.T) {
 				}
 				acked = append(acked, rec{r.first, 1, string(payloadOf(i))})
 			}
-			ffs.failOn(c.op, 0, c.err)
+			ffs.Fail(c.op, c.err)
 			var failed error
 			calls := 0
 			for i := 0; i < 200 && failed == nil; i++ {
@@ -363,7 +365,7 @@ func TestFaultInjection(t *testing.T) {
 				t.Fatalf("append on a failed log: %v", err)
 			}
 			l.Close()
-			ffs.heal()
+			ffs.Heal()
 			l, err = NewDisk(newRing(t), nil).Open(Options{Dir: dir, FsyncMode: FsyncOnCommit, SegmentBytes: 4096})
 			if err != nil {
 				t.Fatalf("reopen: %v", err)

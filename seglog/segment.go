@@ -2,9 +2,10 @@ package seglog
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"sort"
+
+	"felix/internal/vfs"
 
 	"golang.org/x/sys/unix"
 )
@@ -65,27 +66,16 @@ func lookup(index []IndexEntry, base uint64, off uint64) (int64, uint64) {
 	return int64(index[i-1].Position), index[i-1].Offset
 }
 
-// writeFileAtomic writes data to dir/name through a temp file, fsync, rename
-// and directory fsync (used for index, epochs and run-state files).
+// writeFileAtomic writes data to dir/name through vfs.WriteFileAtomic (temp
+// file, fdatasync, rename, directory fsync; used for index, epochs and
+// run-state files), as a *StorageError naming the failed step.
 func writeFileAtomic(fs FS, dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, name+".tmp")
-	f, err := fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return storageErr("open", tmp, err)
+	err := vfs.WriteFileAtomic(fs, filepath.Join(dir, name), data, 0o644)
+	var ae *vfs.AtomicError
+	if errors.As(err, &ae) {
+		return storageErr(ae.Op, ae.Path, ae.Err)
 	}
-	if _, err = f.WriteAt(data, 0); err == nil {
-		err = f.Datasync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return storageErr("write", tmp, err)
-	}
-	if err := fs.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return storageErr("rename", tmp, err)
-	}
-	return storageErr("fsync-dir", dir, fs.SyncDir(dir))
+	return err
 }
 
 // openWrite opens a segment file for appends: O_DIRECT when direct is asked
