@@ -1,0 +1,250 @@
+package transport
+
+// One pooled connection: Hello at dial, streams with a reader each, waiters by correlation id.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"felix/proto"
+
+	"github.com/quic-go/quic-go"
+)
+
+// clientConn is one dialled connection. Correlation ids are per connection (seed,
+// "Correlation"): answers are matched here and nowhere else, whichever stream they arrive on.
+type clientConn struct {
+	pool    *Pool
+	peer    string
+	qc      *quic.Conn
+	streams []*clientStream
+	next    atomic.Uint32
+	corr    atomic.Uint64
+
+	mu      sync.Mutex
+	waiters map[uint64]chan proto.InternalMessage
+	dead    bool
+}
+
+type clientStream struct {
+	s   *quic.Stream
+	wmu sync.Mutex
+}
+
+// dial connects to nodeID at addr, exchanges Hello/HelloOk on the first stream and starts
+// the stream readers. Errors: ErrUnreachable (nothing sent), ErrWrongPeer, ErrUnauthorized,
+// ErrProtocolVersion.
+func (p *Pool) dial(nodeID, addr string) (*clientConn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.HandshakeTimeout)
+	defer cancel()
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s at %q: %v", ErrUnreachable, nodeID, addr, err)
+	}
+	qc, err := p.tr.Dial(ctx, ua, p.creds.ClientTLS(nodeID), &quic.Config{
+		HandshakeIdleTimeout:  p.opts.HandshakeTimeout,
+		MaxIdleTimeout:        p.opts.IdleTimeout,
+		MaxIncomingStreams:    -1, // the listener never opens streams
+		MaxIncomingUniStreams: -1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s at %s: %w", ErrUnreachable, nodeID, addr, err)
+	}
+	c := &clientConn{pool: p, peer: nodeID, qc: qc, waiters: map[uint64]chan proto.InternalMessage{}}
+	first, err := c.hello(ctx)
+	if err != nil {
+		_ = qc.CloseWithError(CodeNoError, "handshake failed")
+		return nil, err
+	}
+	c.streams = append(c.streams, &clientStream{s: first})
+	for len(c.streams) < p.opts.StreamsPerConn {
+		s, err := qc.OpenStream()
+		if err != nil {
+			break // the listener grants fewer streams; use those we have
+		}
+		c.streams = append(c.streams, &clientStream{s: s})
+	}
+	for _, s := range c.streams {
+		go c.read(s.s)
+	}
+	go c.watch()
+	return c, nil
+}
+
+// hello sends Hello on a new stream and checks the answer: HelloOk naming the dialled node
+// id, else the matching error.
+func (c *clientConn) hello(ctx context.Context) (*quic.Stream, error) {
+	s, err := c.qc.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: open stream to %s: %v", ErrUnreachable, c.peer, err)
+	}
+	corr := c.corr.Add(1)
+	frame, err := encode(nil, &proto.Hello{CorrelationID: corr, NodeID: []byte(c.pool.creds.NodeID())}, c.pool.opts.MaxFrameBytes)
+	if err != nil {
+		return nil, err
+	}
+	deadline, _ := ctx.Deadline()
+	_ = s.SetDeadline(deadline)
+	if _, err := s.Write(frame); err != nil {
+		return nil, c.lost(fmt.Errorf("write Hello: %w", err))
+	}
+	m, _, _, _, err := readMessage(s, nil, c.pool.opts.MaxFrameBytes, c.peer)
+	if err != nil {
+		return nil, c.lost(fmt.Errorf("read HelloOk: %w", err))
+	}
+	_ = s.SetDeadline(time.Time{})
+	switch m := m.(type) {
+	case *proto.HelloOk:
+		if m.CorrelationID != corr || !strings.EqualFold(string(m.NodeID), c.peer) {
+			return nil, fmt.Errorf("%w: dialled %s, HelloOk names %q", ErrWrongPeer, c.peer, m.NodeID)
+		}
+		return s, nil
+	case *proto.InternalError:
+		if m.Code == proto.InternalUnauthorized {
+			return nil, fmt.Errorf("%w: by %s", ErrUnauthorized, c.peer)
+		}
+	}
+	return nil, fmt.Errorf("%w: %s answered Hello with %v", ErrUnreachable, c.peer, m.Kind())
+}
+
+// lost maps an I/O error of the handshake to the reason the peer gave in its close code.
+func (c *clientConn) lost(err error) error {
+	var ae *quic.ApplicationError
+	if errors.As(err, &ae) && ae.Remote {
+		switch ae.ErrorCode {
+		case CodeProtocolVersion:
+			return fmt.Errorf("%w: %s: %w", ErrProtocolVersion, c.peer, err)
+		case CodeUnauthorized:
+			return fmt.Errorf("%w: by %s: %w", ErrUnauthorized, c.peer, err)
+		}
+	}
+	return fmt.Errorf("%w: %s: %w", ErrUnreachable, c.peer, err)
+}
+
+func (c *clientConn) alive() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.dead && c.qc.Context().Err() == nil
+}
+
+func (c *clientConn) close(code quic.ApplicationErrorCode, why string) {
+	_ = c.qc.CloseWithError(code, why)
+}
+
+// watch fails every waiter when the connection ends (seed: every request terminates).
+func (c *clientConn) watch() {
+	<-c.qc.Context().Done()
+	c.mu.Lock()
+	c.dead = true
+	waiters := c.waiters
+	c.waiters = nil
+	c.mu.Unlock()
+	for _, w := range waiters {
+		close(w)
+	}
+}
+
+// read delivers the answers arriving on s. A frame the peer should not have sent closes the
+// connection (CodeMalformed / CodeProtocolVersion): only this peer's connection is affected.
+func (c *clientConn) read(s *quic.Stream) {
+	for {
+		m, _, _, _, err := readMessage(s, nil, c.pool.opts.MaxFrameBytes, c.peer)
+		if err != nil {
+			var fe *FrameError
+			if errors.As(err, &fe) {
+				c.pool.opts.Logger.Warn("internal: bad frame from peer; closing the connection", "peer", c.peer, "err", err)
+				c.close(CloseCode(err), "bad frame")
+			} else if c.qc.Context().Err() == nil {
+				c.close(CodeMalformed, "stream ended")
+			}
+			return
+		}
+		c.mu.Lock()
+		w := c.waiters[m.Correlation()]
+		delete(c.waiters, m.Correlation())
+		c.mu.Unlock()
+		if w != nil {
+			w <- m // capacity 1, one answer per correlation id
+		}
+	}
+}
+
+// roundTrip sends frame (its correlation id overwritten) on the next stream and waits for the
+// answer, the connection's end, RequestTimeout, or ctx.
+func (c *clientConn) roundTrip(ctx context.Context, frame []byte) (proto.InternalMessage, error) {
+	corr := c.corr.Add(1)
+	setCorrelation(frame, corr)
+	w := make(chan proto.InternalMessage, 1)
+	c.mu.Lock()
+	if c.dead {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrConnectionLost, c.peer)
+	}
+	c.waiters[corr] = w
+	c.mu.Unlock()
+	defer c.forget(corr)
+	timeout := time.NewTimer(c.pool.opts.RequestTimeout)
+	defer timeout.Stop()
+	st := c.streams[int(c.next.Add(1))%len(c.streams)]
+	st.wmu.Lock()
+	_ = st.s.SetWriteDeadline(time.Now().Add(c.pool.opts.RequestTimeout))
+	_, err := st.s.Write(frame)
+	st.wmu.Unlock()
+	if err != nil {
+		// A partial frame would corrupt the stream's framing: give up the whole connection.
+		c.close(CodeNoError, "write failed")
+		return nil, fmt.Errorf("%w: %s: write: %v", ErrConnectionLost, c.peer, err)
+	}
+	select {
+	case m, ok := <-w:
+		if !ok {
+			return nil, fmt.Errorf("%w: %s", ErrConnectionLost, c.peer)
+		}
+		return m, nil
+	case <-timeout.C:
+		return nil, fmt.Errorf("%w: %s after %v", ErrTimeout, c.peer, c.pool.opts.RequestTimeout)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (c *clientConn) forget(corr uint64) {
+	c.mu.Lock()
+	if c.waiters != nil {
+		delete(c.waiters, corr)
+	}
+	c.mu.Unlock()
+}
+
+// Request sends req to the peer and returns its one terminal answer (any FLXI message; the
+// caller matches on its kind). The pool chooses the correlation id: whatever req carries is
+// replaced on the wire, and the answer carries the pool's. Errors: ErrShed, ErrBackoff,
+// ErrUnreachable (nothing was sent; Retryable), ErrConnectionLost, ErrTimeout (outcome
+// unknown), ErrWrongPeer, ErrUnauthorized, ErrProtocolVersion, ErrClosed, ErrTooManyPeers,
+// ErrInvalidNodeID, an encoding error (wrapping proto.ErrFrameTooLarge over the bound), or
+// ctx's error.
+func (p *Pool) Request(ctx context.Context, to Peer, req proto.InternalMessage) (proto.InternalMessage, error) {
+	frame, err := encode(nil, req, p.opts.MaxFrameBytes)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := p.peer(to)
+	if err != nil {
+		return nil, err
+	}
+	if !ps.acquire() {
+		return nil, fmt.Errorf("%w: %s", ErrShed, ps.nodeID)
+	}
+	defer ps.release()
+	c, err := ps.connection(ctx, to.Addr)
+	if err != nil {
+		return nil, err
+	}
+	return c.roundTrip(ctx, frame)
+}
