@@ -48,14 +48,17 @@ func Retryable(err error) bool {
 // proto.*FatalError or proto.*DecodeError (errors.Is works on proto's sentinels).
 type FrameError struct {
 	Peer  string     // node id of the peer (empty before Hello)
-	Kind  proto.Kind // kind from the header, when the header decoded
+	Kind  proto.Kind // kind from the header (meaningless when Fatal)
 	Fatal bool
 	Err   error
 }
 
 // Error describes the frame problem.
 func (e *FrameError) Error() string {
-	return fmt.Sprintf("transport: bad frame from %q (kind %v, fatal %v): %v", e.Peer, e.Kind, e.Fatal, e.Err)
+	if e.Fatal {
+		return fmt.Sprintf("transport: fatal frame from %q: %v", e.Peer, e.Err)
+	}
+	return fmt.Sprintf("transport: bad %v frame from %q: %v", e.Kind, e.Peer, e.Err)
 }
 
 // Unwrap returns the proto error.
