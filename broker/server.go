@@ -212,9 +212,9 @@ func (s *Server) ApplyDeleteCache(c Cache) error {
 
 // ApplyCreate creates a catalog stream in the engine (StreamApplier). A durable stream's
 // retention becomes core.StreamSpec.RetentionBytes / RetentionAge (the stream's bound wins
-// over FELIX_DURABLE_RETENTION_*), consistency Quorum becomes SyncOnCommit; an in-memory
-// stream passes neither (the catalog refuses them on create, docs/operations.md "Stream
-// options").
+// over FELIX_DURABLE_RETENTION_*), consistency Quorum becomes SyncOnCommit and
+// core.ConsistencyQuorum; an in-memory stream passes none of them (the catalog refuses
+// them on create, docs/operations.md "Stream options").
 func (s *Server) ApplyCreate(st Stream) error {
 	routing := core.RoutingModulo
 	if st.Routing == "jump_hash" {
@@ -229,6 +229,9 @@ func (s *Server) ApplyCreate(st Stream) error {
 	if st.Durable {
 		spec.RetentionBytes, spec.RetentionAge = st.Retention.sizeBytes(), st.Retention.age()
 		spec.SyncOnCommit = st.Consistency == ConsistencyQuorum
+		if st.Consistency == ConsistencyQuorum {
+			spec.Consistency = core.ConsistencyQuorum // released at commit while there is no replica set
+		}
 	}
 	err := s.engine.CreateStream(spec)
 	if errors.Is(err, core.ErrInvalid) || errors.Is(err, core.ErrNoDurableStorage) {

@@ -120,21 +120,24 @@ func (e *Engine) ListStreams() []StreamSpec {
 	return out
 }
 
-// StreamInfo returns a stream's spec and each shard's earliest and next
-// offsets, read on the shards' cores. Errors: ErrNotFound, ErrOverloaded,
-// ErrClosed.
+// StreamInfo returns a stream's spec and each shard's earliest, next,
+// committed and released offsets, read on the shards' cores. Errors:
+// ErrNotFound, ErrOverloaded, ErrClosed.
 func (e *Engine) StreamInfo(name StreamName) (StreamInfo, error) {
 	meta := e.lookup(name)
 	if meta == nil {
 		return StreamInfo{}, ErrNotFound
 	}
-	info := StreamInfo{Spec: meta.spec, NextOffsets: make([]uint64, len(meta.shards)), EarliestOffsets: make([]uint64, len(meta.shards))}
+	n := len(meta.shards)
+	info := StreamInfo{Spec: meta.spec, NextOffsets: make([]uint64, n), EarliestOffsets: make([]uint64, n),
+		CommittedOffsets: make([]uint64, n), ReleasedOffsets: make([]uint64, n)}
 	for i, s := range meta.shards {
 		err := e.runOn(s.c, func(*core) error {
 			if s.closed {
 				return ErrNotFound
 			}
 			info.NextOffsets[i], info.EarliestOffsets[i] = s.nextOffset(), s.earliestOffset()
+			info.CommittedOffsets[i], info.ReleasedOffsets[i] = s.committedOffset(), s.releasedOffset()
 			return nil
 		})
 		if err != nil {

@@ -46,7 +46,7 @@ func (o *groupPollOp) try(final bool) bool {
 		Consumer:   groups.ConsumerID(o.req.Consumer),
 		MaxRecords: o.req.MaxRecords,
 		NowMillis:  gs.c.wallMillis(),
-		Window:     groups.Window{Earliest: log.EarliestOffset(), End: log.CommittedOffset()},
+		Window:     groups.Window{Earliest: log.EarliestOffset(), End: o.shard.releasedOffset()},
 	})
 	o.leases = leases
 	if err != nil {

@@ -22,6 +22,16 @@ type streamShard struct {
 	// subscriptions registered now receive every batch from here on.
 	fanoutNext uint64
 
+	// Commit and release (release.go): committed is one past the last record
+	// whose append completed; released (<= committed) is the release mark,
+	// below which records are acknowledged, delivered and readable;
+	// unreleased holds the committed batches not yet wholly below it.
+	consistency   Consistency
+	hasReplicaSet bool
+	committed     uint64
+	released      uint64
+	unreleased    fifo[inflightPublish]
+
 	inflight        fifo[inflightPublish]
 	producers       *producerWindow
 	producerPending fifo[*producerEntry] // entries whose key record is in flight
@@ -75,7 +85,7 @@ type heldPublish struct {
 // openStreamShard opens (recovering) shard index of meta's stream on c.
 func (c *core) openStreamShard(spec *StreamSpec, index int) (*streamShard, error) {
 	cfg := &c.engine.cfg
-	s := &streamShard{c: c, name: spec.Name, index: index, durable: spec.Durable}
+	s := &streamShard{c: c, name: spec.Name, index: index, durable: spec.Durable, consistency: spec.Consistency}
 	s.onAppended = s.appended
 	s.onLogged = s.producerLogged
 	s.onCompacted = s.producerCompacted
@@ -86,6 +96,7 @@ func (c *core) openStreamShard(spec *StreamSpec, index int) (*streamShard, error
 			return nil, err
 		}
 		s.fanoutNext = s.records.NextOffset()
+		s.committed, s.released = s.fanoutNext, s.fanoutNext
 	} else {
 		size := spec.MemoryReplayRecords
 		if size == 0 {
@@ -245,27 +256,10 @@ func (s *streamShard) appended(first, last uint64, err error) {
 		return
 	}
 	s.metrics.commit.Update(float64(s.c.clock.MonoNanos()-e.stagedNanos) / 1e9)
-	count := int(last - first + 1)
-	if e.frame == nil && len(s.subs) > 0 {
-		if e.frame = s.readFrame(first, count); e.frame == nil {
-			s.endSubscribers(s.failed) // cannot deliver the batch: no silent gap
-		}
-	}
-	s.fanout(first, count, e.frame)
-	if s.onCommit != nil {
-		s.onCommit()
-	}
-	res := PublishResult{Shard: s.index, FirstOffset: first, LastOffset: last, Committed: true}
-	if e.producer != nil {
-		e.producer.committed = true
-		if e.done != nil && !e.producer.logged {
-			e.producer.ackDone, e.producer.ackResult = e.done, res
-			e.done = nil
-		}
-		s.producers.settle(s, e.producer)
-	}
-	if e.done != nil {
-		e.done(res, nil)
+	s.committed = last + 1
+	s.unreleased.push(e)
+	if s.releasesAtCommit() {
+		s.releaseTo(s.committed)
 	}
 	s.tryClose()
 }
@@ -329,6 +323,7 @@ func (s *streamShard) close(err error) {
 	}
 	s.endSubscribers(err)
 	s.subs, s.blocking = nil, nil
+	s.dropUnreleased(err)
 	s.c.timers.stop(&s.stall)
 	if s.records != nil {
 		_ = s.records.Close()

@@ -51,6 +51,35 @@ func (r Routing) String() string {
 	return fmt.Sprintf("routing(%d)", uint8(r))
 }
 
+// Consistency says what releases a durable shard's committed records: makes
+// them acknowledged (AckOnCommit), delivered to subscribers and readable from
+// history and by consumer groups (release.go; docs/architecture.md, core,
+// "Commit and release").
+type Consistency uint8
+
+const (
+	// ConsistencyLeader releases at the local commit (the append completed
+	// under the stream's fsync mode). The default.
+	ConsistencyLeader Consistency = iota
+	// ConsistencyQuorum releases at the replica set's quorum mark, which the
+	// cluster hands to Engine.Release. A shard with no replica set (every
+	// shard of a single node, and every shard until a cluster exists) is its
+	// own majority and releases at the local commit, as a Leader shard does.
+	// Needs a durable stream.
+	ConsistencyQuorum
+)
+
+// String returns "leader" or "quorum".
+func (c Consistency) String() string {
+	switch c {
+	case ConsistencyLeader:
+		return "leader"
+	case ConsistencyQuorum:
+		return "quorum"
+	}
+	return fmt.Sprintf("consistency(%d)", uint8(c))
+}
+
 // StreamSpec describes a stream for CreateStream.
 type StreamSpec struct {
 	Name StreamName
@@ -85,6 +114,13 @@ type StreamSpec struct {
 	// is not on its disk (seeds/internal-protocol.txt, durable_offset). Set on
 	// an in-memory stream: ErrInvalid. Fixed while the stream is open.
 	SyncOnCommit bool
+	// Consistency chooses what drives the release mark of the stream's
+	// shards: ConsistencyLeader (default) the local commit,
+	// ConsistencyQuorum the quorum mark (Engine.Release) once the shard has
+	// a replica set. It does not imply SyncOnCommit: the broker sets both for
+	// consistency Quorum. Unknown, or Quorum on an in-memory stream:
+	// ErrInvalid. Fixed while the stream is open.
+	Consistency Consistency
 }
 
 // logOptions returns the per-stream settings of the stream's shard logs.
@@ -114,6 +150,12 @@ func (s *StreamSpec) validate() error {
 	if s.RetentionBytes < 0 || s.RetentionAge < 0 {
 		return fmt.Errorf("%w: stream %s: negative retention (%d bytes, %v)", ErrInvalid, s.Name, s.RetentionBytes, s.RetentionAge)
 	}
+	if s.Consistency > ConsistencyQuorum {
+		return fmt.Errorf("%w: stream %s: unknown consistency %d", ErrInvalid, s.Name, s.Consistency)
+	}
+	if !s.Durable && s.Consistency == ConsistencyQuorum {
+		return fmt.Errorf("%w: stream %s: consistency quorum needs a durable stream", ErrInvalid, s.Name)
+	}
 	if !s.Durable && (s.hasRetention() || s.SyncOnCommit) {
 		return fmt.Errorf("%w: stream %s: retention and SyncOnCommit need a durable stream", ErrInvalid, s.Name)
 	}
@@ -128,6 +170,12 @@ type StreamInfo struct {
 	// EarliestOffsets[i] is its oldest retained offset.
 	NextOffsets     []uint64
 	EarliestOffsets []uint64
+	// CommittedOffsets[i] is one past shard i's last locally committed
+	// record and ReleasedOffsets[i] its release mark (Engine.Release):
+	// records below it are acknowledged, delivered and readable. Released <=
+	// Committed <= Next; equal for in-memory shards.
+	CommittedOffsets []uint64
+	ReleasedOffsets  []uint64
 }
 
 // AckMode says when a publish's done callback runs
@@ -144,8 +192,10 @@ const (
 	// AckOnEnqueue: done runs once the records are staged in the log (or the
 	// replay ring) with their offsets, before any fsync.
 	AckOnEnqueue
-	// AckOnCommit: done runs after the append completed under the stream's
-	// fsync mode: with fsync on_commit, after the covering fdatasync.
+	// AckOnCommit: done runs once the batch is released: after the append
+	// completed under the stream's fsync mode (with fsync on_commit, after the
+	// covering fdatasync) and, for a Quorum shard with a replica set, once
+	// Engine.Release moved the release mark past its last record.
 	AckOnCommit
 )
 
@@ -201,7 +251,8 @@ type PublishResult struct {
 	// on the wire.
 	FirstOffset uint64
 	LastOffset  uint64
-	// Committed is true when done ran after the commit (AckOnCommit).
+	// Committed is true when done ran after the batch was released
+	// (AckOnCommit; in-memory streams always).
 	Committed bool
 	// Duplicate is true when the idempotent key had landed before.
 	Duplicate bool
