@@ -112,6 +112,9 @@ type Config struct {
 	AutoCreate bool   // FELIX_AUTO_CREATE: create unknown streams/caches on first use
 	ReadyFile  string // FELIX_READY_FILE: JSON with bound addresses, written once ready
 
+	// Broker-internal transport (config_cluster.go).
+	ClusterConfig
+
 	sources map[string]Source
 }
 
@@ -272,7 +275,7 @@ func settings() []setting {
 	add("FELIX_AUTO_CREATE", "auto-create", "false", "create unknown streams/caches on first use (development)", a, b)
 	a, b = str(func(c *Config) *string { return &c.ReadyFile })
 	add("FELIX_READY_FILE", "ready-file", "", "write bound addresses as JSON here once ready", a, b)
-	return s
+	return append(s, clusterSettings()...)
 }
 
 // optionalInt accepts "" (unset) or an integer in lo..hi, kept as text.
@@ -475,7 +478,7 @@ func (c *Config) validate() error {
 		c.FsyncMode = FsyncPeriodic
 		c.sources["FELIX_DURABLE_FSYNC_MODE"] = c.sources["FELIX_DURABLE_FSYNC_INTERVAL_MS"]
 	}
-	return nil
+	return c.validateCluster()
 }
 
 // SourceOf reports where the variable env's value came from.
