@@ -86,10 +86,14 @@ type Listener struct {
 	closed bool
 }
 
-// Listen binds addr (UDP host:port; port 0 picks one) for the node creds names. Errors:
+// Listen binds addr (UDP host:port; port 0 picks one) for the node creds names. Without
+// mTLS it logs Credentials.Warning at warn level (the startup warning of the seed). Errors:
 // resolve/bind failures wrapped with the address.
 func Listen(addr string, creds *Credentials, opts Options) (*Listener, error) {
 	opts = opts.withDefaults()
+	if w := creds.Warning(); w != "" {
+		opts.Logger.Warn(w, "node_id", creds.NodeID(), "bind", addr)
+	}
 	ua, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("transport: resolve %q: %w", addr, err)

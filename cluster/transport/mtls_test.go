@@ -179,8 +179,23 @@ func TestTLSFilesAllOrNone(t *testing.T) {
 	if !errors.Is(err, ErrTLSConfig) || !strings.Contains(err.Error(), "FELIX_INTERNAL_TLS_KEY, FELIX_INTERNAL_TLS_CA missing") {
 		t.Fatalf("cert alone: %v", err)
 	}
-	c := creds(t, "node-a", TLSFiles{})
-	if c.Mutual() || c.Warning() == "" {
-		t.Fatal("unauthenticated mode without a warning")
+	var logs bytes.Buffer
+	l, err := Listen("127.0.0.1:0", creds(t, "node-a", TLSFiles{}), Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "unauthenticated") {
+		t.Fatalf("unauthenticated listener without a startup warning: %q", logs.String())
+	}
+	b := newBed(t)
+	logs.Reset()
+	l, err = Listen("127.0.0.1:0", creds(t, "node-a", b.files(t, "a", "node-a")), Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if logs.Len() != 0 {
+		t.Fatalf("mTLS listener logged %q", logs.String())
 	}
 }
