@@ -26,12 +26,16 @@ func init() {
 
 // The single-node-kill workload's shape.
 const (
-	snkStream       = "chaos" // durable stream, snkShards shards, delivery AtLeastOnce
-	snkCache        = "chaos" // durable cache, snkCacheShards shards
-	snkShards       = 4
-	snkCacheShards  = 2
-	snkKeys         = 8 // cache keys k0..k7: a small key space, so operations on a key overlap
-	snkCounters     = 4 // counters c0..c3
+	snkStream      = "chaos" // durable stream, snkShards shards, delivery AtLeastOnce
+	snkCache       = "chaos" // durable cache, snkCacheShards shards
+	snkShards      = 4
+	snkCacheShards = 2
+	snkKeys        = 8 // cache keys k<w>-0..k<w>-7 per window: few, so operations on a key overlap
+	snkCounters    = 4 // counters c<w>-0..c<w>-3 per window
+	// snkKeyWindow is how many load operations use one window's keys before the next
+	// window's fresh keys take over (Jepsen's independent keys): it bounds the operations,
+	// and the open-ended info writes, porcupine must place per key, whatever the run's size.
+	snkKeyWindow    = 1000
 	snkPublishers   = 4 // publishing goroutines (one idempotent Publisher shared)
 	snkCacheWorkers = 4 // cache goroutines
 	// snkOpTimeout bounds each client operation of the load and of the final phase; one

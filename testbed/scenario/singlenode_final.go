@@ -167,27 +167,30 @@ func (r *snkRun) finalReads(ctx context.Context, end []uint64) {
 	r.res.Check("final reads (from the earliest offset, marked final) reached every shard's end", ok, "%s", detail)
 }
 
-// finalGets reads every key and counter once, retrying (each try recorded) until one
-// answers ok, at most snkGetTries times.
+// finalGets reads every key and counter of every window once, retrying (each try
+// recorded) until one answers ok, at most snkGetTries times.
 func (r *snkRun) finalGets(ctx context.Context) {
-	answered := 0
-	for i := range snkKeys + snkCounters {
-		proc := r.newProcess()
-		for range snkGetTries {
-			var ok bool
-			if i < snkKeys {
-				ok = r.cacheGet(ctx, &proc, fmt.Sprintf("k%d", i))
-			} else {
-				ok = r.counterGet(ctx, &proc, fmt.Sprintf("c%d", i-snkKeys))
-			}
-			if ok {
-				answered++
-				break
+	windows := (r.total + snkKeyWindow - 1) / snkKeyWindow
+	answered, want := 0, int(windows)*(snkKeys+snkCounters)
+	for w := range windows {
+		for i := range snkKeys + snkCounters {
+			proc := r.newProcess()
+			for range snkGetTries {
+				var ok bool
+				if i < snkKeys {
+					ok = r.cacheGet(ctx, &proc, keyName(w, i))
+				} else {
+					ok = r.counterGet(ctx, &proc, counterName(w, i-snkKeys))
+				}
+				if ok {
+					answered++
+					break
+				}
 			}
 		}
 	}
-	r.res.Check("final Gets of every cache key and counter answered", answered == snkKeys+snkCounters,
-		"%d of %d", answered, snkKeys+snkCounters)
+	r.res.Check(fmt.Sprintf("final Gets of every cache key and counter answered (%d windows of %d keys and %d counters)", windows, snkKeys, snkCounters),
+		answered == want, "%d of %d", answered, want)
 }
 
 // checkerScope says what each checker looks at in this scenario.

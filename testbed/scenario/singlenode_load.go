@@ -58,7 +58,8 @@ type snkTarget struct {
 
 func (t snkTarget) Kill(ctx context.Context) error { return t.r.b.Kill(ctx) }
 
-// Restart restarts the broker, then starts one recorded Get of key k0 on each client's
+// Restart restarts the broker, then starts one recorded Get of the current window's first
+// key on each client's
 // connection. A SIGKILLed broker sends no close: a client whose requests were all sent
 // (and acknowledged by QUIC) before the kill hears nothing until its keepalive (10 s)
 // makes the new process answer with a stateless reset. The poke's packets get that
@@ -78,11 +79,12 @@ func (t snkTarget) Restart(ctx context.Context) error {
 	return nil
 }
 
-// poke records one Get of key k0 through cl (its own process).
+// poke records one Get of the current window's first key through cl (its own process).
 func (r *snkRun) poke(ctx context.Context, clientID string, cl *client.Client) {
-	op := r.env.History.Invoke(r.newProcess(), clientID+"-poke", history.KindCacheGet, history.Input{Cache: snkCache, Key: history.Bytes("k0")})
+	key := keyName(min(r.tickets.Load(), r.total-1)/snkKeyWindow, 0)
+	op := r.env.History.Invoke(r.newProcess(), clientID+"-poke", history.KindCacheGet, history.Input{Cache: snkCache, Key: history.Bytes(key)})
 	octx, cancel := context.WithTimeout(ctx, snkOpTimeout)
-	v, found, err := cl.Get(octx, snkCache, "k0")
+	v, found, err := cl.Get(octx, snkCache, key)
 	cancel()
 	outcome, out := SDKOutcome(err), history.Output{}
 	if outcome == history.OK {
@@ -122,7 +124,12 @@ func (r *snkRun) publishWorker(ctx context.Context) {
 	}
 }
 
-// cacheWorker runs cache and counter operations on the small key space, chosen by rng:
+// keyName and counterName name key i and counter i of window w.
+func keyName(w int64, i int) string     { return fmt.Sprintf("k%d-%d", w, i) }
+func counterName(w int64, i int) string { return fmt.Sprintf("c%d-%d", w, i) }
+
+// cacheWorker runs cache and counter operations on the current window's keys (operation
+// n uses window n/snkKeyWindow), chosen by rng:
 // 30 % Put (value "v<n>", unique), 25 % Get, 10 % Delete, 20 % CounterAdd (delta 1..5:
 // positive, so a sum of 0 means an absent counter, which the SDK's CounterGet cannot
 // tell apart), 15 % CounterGet. No TTL: nothing expires during the run.
@@ -133,7 +140,7 @@ func (r *snkRun) cacheWorker(ctx context.Context, rng *rand.Rand) {
 		if !ok || ctx.Err() != nil {
 			return
 		}
-		key, ctr := fmt.Sprintf("k%d", rng.IntN(snkKeys)), fmt.Sprintf("c%d", rng.IntN(snkCounters))
+		key, ctr := keyName(n/snkKeyWindow, rng.IntN(snkKeys)), counterName(n/snkKeyWindow, rng.IntN(snkCounters))
 		switch x := rng.IntN(100); {
 		case x < 30:
 			r.cachePut(ctx, &proc, key, fmt.Sprintf("v%d", n))
