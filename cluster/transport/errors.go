@@ -49,8 +49,8 @@ func Retryable(err error) bool {
 type FrameError struct {
 	Peer  string     // node id of the peer (empty before Hello)
 	Kind  proto.Kind // kind from the header (meaningless when Fatal)
-	Fatal bool
-	Err   error
+	Fatal bool       // the header was bad: the connection closes (CloseCode)
+	Err   error      // the *proto.FatalError or *proto.DecodeError
 }
 
 // Error describes the frame problem.

@@ -20,8 +20,8 @@ import (
 // Peer names the broker a request goes to: its node id (the identity checked in TLS and in
 // HelloOk) and its internal address (host:port, FELIX_INTERNAL_ADVERTISED_ADDR of that broker).
 type Peer struct {
-	NodeID string
-	Addr   string
+	NodeID string // valid DNS name (ValidNodeID); compared without case
+	Addr   string // UDP host:port of the peer's internal listener
 }
 
 // PoolOptions configure a Pool. Zero values take the defaults in brackets.

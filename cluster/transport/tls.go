@@ -31,7 +31,9 @@ var ErrInvalidNodeID = errors.New("transport: node id is not a valid DNS name")
 // TLSFiles names the PEM files of FELIX_INTERNAL_TLS_CERT, FELIX_INTERNAL_TLS_KEY and
 // FELIX_INTERNAL_TLS_CA. All three or none.
 type TLSFiles struct {
-	Cert, Key, CA string
+	Cert string // FELIX_INTERNAL_TLS_CERT: PEM certificate (chain), DNS name = node id
+	Key  string // FELIX_INTERNAL_TLS_KEY: PEM private key
+	CA   string // FELIX_INTERNAL_TLS_CA: PEM bundle of trusted roots
 }
 
 // Mutual reports whether all three are set (mTLS).
