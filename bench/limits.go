@@ -61,7 +61,8 @@ func MeasureLimits(ctx context.Context, dir string, d time.Duration) Limits {
 		}
 	}
 	measure("disk bandwidth", func() error {
-		r, err := ring.New(ring.Options{Entries: 16})
+		// The backend the measured brokers use (ring reads no environment itself).
+		r, err := ring.New(ring.Options{Backend: os.Getenv(ring.EnvBackend), Entries: 16})
 		if err != nil {
 			return err
 		}

@@ -75,11 +75,10 @@ type Config struct {
 	MaxSubscriptionsPerConn int    // FELIX_MAX_SUBSCRIPTIONS_PER_CONN
 	ShutdownDrainTimeoutMS  int    // FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS
 	AuthTimeoutMS           int    // FELIX_AUTH_TIMEOUT_MS: a connection without a successful auth by then is closed (0x103)
-	CoreShards              int    // FELIX_CORE_SHARDS: engine cores (0 = one per CPU)
-	// Engine environment: validated and printed here, read by core (FELIX_CORES, used when
-	// FELIX_CORE_SHARDS is 0) and ring (FELIX_IO_BACKEND); ExportEngineEnv passes flag values on.
-	Cores             string // FELIX_CORES: "" or 1..1024
-	IOBackend         string // FELIX_IO_BACKEND: "", auto, uring or syscall
+	CoreShards              int    // FELIX_CORE_SHARDS: engine cores (0 = Cores, else one per CPU); see EngineCores
+	// Engine settings, passed to core.Config (core and ring read no environment).
+	Cores             string // FELIX_CORES: "" or 1..1024, the deprecated alias of FELIX_CORE_SHARDS (used when that is 0)
+	IOBackend         string // FELIX_IO_BACKEND: "", auto, uring or syscall (core.Config.IOBackend)
 	ControlplaneURL   string // FELIX_CONTROLPLANE_URL (must be unset on a single node)
 	ServiceInstanceID string // FELIX_SERVICE_INSTANCE_ID
 	LogFormat         string // FELIX_LOG_FORMAT: text or json
@@ -218,8 +217,9 @@ func settings() []setting {
 	add("FELIX_AUTH_TIMEOUT_MS", "auth-timeout-ms", "10000", "close a connection (QUIC error 0x103) when no stream of it authenticated within this (ms)", a, b)
 	a, b = integer(func(c *Config) *int { return &c.CoreShards }, 0, 1024)
 	add("FELIX_CORE_SHARDS", "core-shards", "0", "engine cores (0 = FELIX_CORES, else one per CPU)", a, b)
+	// FELIX_CORES is the deprecated alias of FELIX_CORE_SHARDS (the engine once read it itself).
 	a, b = optionalInt(func(c *Config) *string { return &c.Cores }, 1, 1024)
-	add("FELIX_CORES", "cores", "", "engine cores when FELIX_CORE_SHARDS is 0 (empty = one per CPU)", a, b)
+	add("FELIX_CORES", "cores", "", "deprecated alias of FELIX_CORE_SHARDS, used when that is 0 (empty = one per CPU)", a, b)
 	a, b = oneOf(func(c *Config) *string { return &c.IOBackend }, "", "auto", "uring", "syscall")
 	add("FELIX_IO_BACKEND", "io-backend", "", "disk I/O backend: auto (empty; io_uring, else syscalls), uring or syscall", a, b)
 	a, b = str(func(c *Config) *string { return &c.ControlplaneURL })
@@ -294,18 +294,14 @@ func optionalInt(field func(*Config) *string, lo, hi int64) (func(*Config, strin
 		func(c *Config) string { return *field(c) }
 }
 
-// ExportEngineEnv sets FELIX_CORES and FELIX_IO_BACKEND in the process environment (through
-// setenv, normally os.Setenv) when they came from a flag, because core and ring read them from
-// there; values from the environment are already in place.
-func (c *Config) ExportEngineEnv(setenv func(key, value string) error) error {
-	for env, v := range map[string]string{"FELIX_CORES": c.Cores, "FELIX_IO_BACKEND": c.IOBackend} {
-		if c.sources[env] == SourceFlag {
-			if err := setenv(env, v); err != nil {
-				return err
-			}
-		}
+// EngineCores is the engine's core count (core.Config.Cores): FELIX_CORE_SHARDS when it is
+// not 0, else the deprecated alias FELIX_CORES when set, else 0 (one core per CPU).
+func (c *Config) EngineCores() int {
+	if c.CoreShards != 0 || c.Cores == "" {
+		return c.CoreShards
 	}
-	return nil
+	n, _ := strconv.Atoi(c.Cores) // validated by LoadConfig
+	return n
 }
 
 func oneOf(field func(*Config) *string, allowed ...string) (func(*Config, string) error, func(*Config) string) {

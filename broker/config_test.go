@@ -117,7 +117,7 @@ func TestOperationsDocListsEverySetting(t *testing.T) {
 	}
 }
 
-func TestConfigEngineEnvPrintedAndExported(t *testing.T) {
+func TestConfigEngineSettingsPrintedAndPassed(t *testing.T) {
 	cfg, _, err := LoadConfig([]string{"--cores", "2", "--max-frame-bytes", "1024"}, envOf(map[string]string{"FELIX_IO_BACKEND": "syscall"}))
 	if err != nil {
 		t.Fatal(err)
@@ -129,12 +129,16 @@ func TestConfigEngineEnvPrintedAndExported(t *testing.T) {
 			t.Errorf("--print-config misses %q:\n%s", want, out.String())
 		}
 	}
-	set := map[string]string{}
-	if err := cfg.ExportEngineEnv(func(k, v string) error { set[k] = v; return nil }); err != nil {
-		t.Fatal(err)
+	// The engine reads no environment: the values reach core.Config through the Config.
+	if cfg.EngineCores() != 2 || cfg.IOBackend != "syscall" {
+		t.Errorf("engine cores %d, backend %q; want the flag value 2 and syscall", cfg.EngineCores(), cfg.IOBackend)
 	}
-	if len(set) != 1 || set["FELIX_CORES"] != "2" {
-		t.Errorf("exported %v, want only the flag value FELIX_CORES=2", set)
+	cfg, _, err = LoadConfig([]string{"--core-shards", "3"}, envOf(map[string]string{"FELIX_CORES": "2"}))
+	if err != nil || cfg.EngineCores() != 3 {
+		t.Errorf("FELIX_CORE_SHARDS 3 over FELIX_CORES 2: %d cores, %v", cfg.EngineCores(), err)
+	}
+	if cfg, _, err = LoadConfig(nil, envOf(nil)); err != nil || cfg.EngineCores() != 0 {
+		t.Errorf("defaults: %d cores (want 0, one per CPU), %v", cfg.EngineCores(), err)
 	}
 }
 

@@ -159,7 +159,8 @@ func (s *Server) openEngine() error {
 	}
 	e, err := core.NewEngine(core.Config{
 		Clock:                   s.cfg.Clock,
-		Cores:                   s.cfg.CoreShards,
+		Cores:                   s.cfg.EngineCores(),
+		IOBackend:               s.cfg.IOBackend,
 		DataDir:                 s.cfg.DataDir,
 		Fsync:                   fsync,
 		FsyncInterval:           time.Duration(s.cfg.FsyncIntervalMS) * time.Millisecond,

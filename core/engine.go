@@ -35,8 +35,6 @@ import (
 	"errors"
 	felixclock "felix/clock"
 	"fmt"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,9 +60,14 @@ const (
 
 // Config configures an Engine. Zero values take the defaults named per field.
 type Config struct {
-	// Cores is the number of cores. 0 = FELIX_CORES when set, else the
-	// number of CPUs the process may run on.
+	// Cores is the number of cores. 0 = the number of CPUs the process may
+	// run on. The engine reads no environment: felix-broker passes
+	// FELIX_CORE_SHARDS here (broker.Config.EngineCores).
 	Cores int
+	// IOBackend is ring.Options.Backend of every core's ring: "" or "auto"
+	// (io_uring, else the syscall backend), ring.BackendUring or
+	// ring.BackendSyscall. felix-broker passes FELIX_IO_BACKEND here.
+	IOBackend string
 	// NoPinning skips sched_setaffinity (cores are still locked to threads).
 	NoPinning bool
 	// DataDir is FELIX_DURABLE_STORAGE_DIR; empty = in-memory streams only.
@@ -133,16 +136,10 @@ type Config struct {
 
 func (c *Config) normalize() error {
 	if c.Cores == 0 {
-		if v := os.Getenv("FELIX_CORES"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return fmt.Errorf("%w: FELIX_CORES=%q", ErrInvalid, v)
-			}
-			c.Cores = n
-		}
-	}
-	if c.Cores == 0 {
 		c.Cores = max(1, len(allowedCPUs()))
+	}
+	if c.IOBackend == "" {
+		c.IOBackend = testIOBackend
 	}
 	if c.Cores < 1 || c.Cores > 1024 {
 		return fmt.Errorf("%w: Cores %d", ErrInvalid, c.Cores)
@@ -367,7 +364,7 @@ func (e *Engine) coreFor(name StreamName, shard int) *core {
 // DataDir is set, else the seglog disk on the core's ring.
 func (c *Config) defaultDisk(id int) (coreDisk, error) {
 	if c.DataDir == "" {
-		return newMemoryDisk()
+		return newMemoryDisk(c.IOBackend)
 	}
 	return newSeglogDisk(c, id)
 }

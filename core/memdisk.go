@@ -15,10 +15,10 @@ type memoryDisk struct {
 	reaps [8]ring.Completion
 }
 
-// newMemoryDisk creates the disk and its ring; call it on the core goroutine
-// (the ring's owner).
-func newMemoryDisk() (*memoryDisk, error) {
-	r, err := ring.New(ring.Options{Entries: 8})
+// newMemoryDisk creates the disk and its ring (on backend, Config.IOBackend);
+// call it on the core goroutine (the ring's owner).
+func newMemoryDisk(backend string) (*memoryDisk, error) {
+	r, err := ring.New(ring.Options{Backend: backend, Entries: 8})
 	if err != nil {
 		return nil, fmt.Errorf("core: ring: %w", err)
 	}

@@ -300,20 +300,22 @@ func TestCloseFailsQueuedAndEndsSubscriptions(t *testing.T) {
 	}
 }
 
-func TestConfigCoresFromEnvironment(t *testing.T) {
+// The engine reads no environment (issue 14 item 4): FELIX_CORES, once read
+// here, is the broker's deprecated alias of FELIX_CORE_SHARDS now, and
+// Config.Cores 0 means one core per allowed CPU whatever it says.
+func TestConfigCoresIgnoresEnvironment(t *testing.T) {
 	t.Setenv("FELIX_CORES", "3")
-	h := newHarness(t, 0, newFakeStore(), nil)
+	h := newHarness(t, 3, newFakeStore(), nil)
 	if h.e.Cores() != 3 {
-		t.Fatalf("FELIX_CORES=3 gave %d cores", h.e.Cores())
+		t.Fatalf("Cores 3 gave %d cores", h.e.Cores())
 	}
 	t.Setenv("FELIX_CORES", "zero")
-	if _, err := NewEngine(Config{manual: true}); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("FELIX_CORES=zero: %v", err)
+	if _, err := NewEngine(Config{Cores: -1, manual: true}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Cores -1: %v", err)
 	}
-	t.Setenv("FELIX_CORES", "")
 	cfg := Config{}
 	if err := cfg.normalize(); err != nil || cfg.Cores != max(1, len(allowedCPUs())) {
-		t.Fatalf("default cores %d, allowed CPUs %v: %v", cfg.Cores, allowedCPUs(), err)
+		t.Fatalf("default cores %d under FELIX_CORES=zero, allowed CPUs %v: %v", cfg.Cores, allowedCPUs(), err)
 	}
 }
 

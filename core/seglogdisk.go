@@ -31,10 +31,16 @@ type seglogDisk struct {
 	streamOpts *streamLogOptions
 }
 
+// testIOBackend is the test seam of Config.IOBackend: the backend of an
+// engine whose Config leaves IOBackend empty. Only core's own tests set it
+// (from FELIX_IO_BACKEND, in a _test.go file, so the forced syscall and uring
+// passes reach every ring); otherwise it is "" (auto).
+var testIOBackend string
+
 // newSeglogDisk creates the ring and disk of one core; call it on the core
 // goroutine (the ring's owner).
 func newSeglogDisk(cfg *Config, _ int) (coreDisk, error) {
-	r, err := ring.New(ring.Options{})
+	r, err := ring.New(ring.Options{Backend: cfg.IOBackend})
 	if err != nil {
 		return nil, fmt.Errorf("core: ring: %w", err)
 	}

@@ -16,8 +16,8 @@
 // Memory from unix.Mmap (for example AlignedBuffer) is outside the Go heap and
 // never moves, so it needs no pinning; Prepare's pinning is a no-op for it.
 //
-// Backend selection (New): Options.Backend, else FELIX_IO_BACKEND=uring|syscall,
-// else io_uring with a fallback to the syscall backend when the kernel refuses
+// Backend selection (New): Options.Backend (the broker passes FELIX_IO_BACKEND
+// there; ring reads no environment), else io_uring with a fallback to the syscall backend when the kernel refuses
 // io_uring (ENOSYS, EPERM from a seccomp profile, EACCES or
 // kernel.io_uring_disabled, missing features). The choice is logged once per
 // process with log/slog and exported as the gauge felix_io_backend.
@@ -86,8 +86,10 @@ const (
 	BackendSyscall = "syscall"
 )
 
-// EnvBackend is the environment variable that forces a backend:
+// EnvBackend names the environment variable that forces a backend:
 // FELIX_IO_BACKEND=uring|syscall (empty or "auto" means try uring, fall back).
+// ring does not read it: the broker's configuration and the tests' helpers do,
+// and pass the value in Options.Backend.
 const EnvBackend = "FELIX_IO_BACKEND"
 
 // OpCode names the operation an Op performs.
@@ -188,9 +190,9 @@ const DefaultEntries = 256
 
 // Options configure New. The zero value is valid.
 type Options struct {
-	// Backend forces a backend: BackendUring or BackendSyscall. Empty means
-	// FELIX_IO_BACKEND, and when that is empty too, uring with fallback.
-	// Forcing uring makes New fail instead of falling back.
+	// Backend forces a backend: BackendUring or BackendSyscall. Empty or
+	// "auto" means uring with fallback. Forcing uring makes New fail instead
+	// of falling back.
 	Backend string
 	// Entries is the submission queue size (power of two, 1..32768; 0 means
 	// DefaultEntries). At most 2*Entries ops may be in flight.
@@ -216,7 +218,7 @@ var (
 	// ErrUnsupported: the io_uring backend cannot run here; the wrapping
 	// error gives the reason (errno, sysctl, missing feature or opcode).
 	ErrUnsupported = errors.New("ring: io_uring unavailable")
-	// ErrBadBackend: Options.Backend or FELIX_IO_BACKEND names no backend.
+	// ErrBadBackend: Options.Backend names no backend.
 	ErrBadBackend = errors.New("ring: unknown backend")
 )
 

@@ -14,8 +14,8 @@ import (
 
 // New creates a Ring with opts (docs/architecture.md, "ring"; issue 3 item 1).
 //
-// Backend choice, first match wins: opts.Backend, then the environment
-// variable FELIX_IO_BACKEND ("uring", "syscall", or ""/"auto"), then auto:
+// Backend choice: opts.Backend ("uring", "syscall", or ""/"auto"; ring reads
+// no environment, the broker passes FELIX_IO_BACKEND here), and for auto:
 // io_uring, falling back to the syscall backend when io_uring is refused
 // (errors.Is(err, ErrUnsupported): ENOSYS on old kernels, EPERM from a
 // container's seccomp profile or kernel.io_uring_disabled, EACCES, ENOMEM from
@@ -35,10 +35,7 @@ func New(opts Options) (Ring, error) {
 	if entries > 32768 || entries&(entries-1) != 0 {
 		return nil, fmt.Errorf("%w: Entries %d is not a power of two in 1..32768", ErrInvalidOp, entries)
 	}
-	name, source := opts.Backend, "options"
-	if name == "" {
-		name, source = os.Getenv(EnvBackend), EnvBackend
-	}
+	name, source := opts.Backend, "Options.Backend"
 	switch strings.ToLower(name) {
 	case BackendSyscall:
 		r, err := newSyscall(entries)
@@ -93,7 +90,7 @@ func recordChoice(backend, label, reason string) {
 func Backend() string { return chosen }
 
 // BackendReason returns why Backend() was chosen, in words (for example
-// "forced by FELIX_IO_BACKEND" or the io_uring refusal), or "".
+// "forced by Options.Backend" or the io_uring refusal), or "".
 func BackendReason() string { return chosenReason }
 
 // reasonLabel condenses a refusal into a metric label value.

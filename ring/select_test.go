@@ -12,15 +12,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func TestEnvForcesSyscallBackend(t *testing.T) {
-	t.Setenv(EnvBackend, "syscall")
-	r, err := New(Options{})
+func TestOptionsForceSyscallBackend(t *testing.T) {
+	r, err := New(Options{Backend: "Syscall"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	if r.Backend() != BackendSyscall {
-		t.Fatalf("Backend() = %q with %s=syscall", r.Backend(), EnvBackend)
+		t.Fatalf("Backend() = %q with Options.Backend syscall", r.Backend())
 	}
 	if Backend() == "" || BackendReason() == "" {
 		t.Fatalf("process choice not recorded: %q, %q", Backend(), BackendReason())
@@ -32,7 +31,9 @@ func TestEnvForcesSyscallBackend(t *testing.T) {
 	}
 }
 
-func TestOptionsOverrideEnv(t *testing.T) {
+// ring reads no environment (issue 14 item 4): FELIX_IO_BACKEND is the
+// broker's setting, passed in Options.Backend.
+func TestEnvIsNotRead(t *testing.T) {
 	t.Setenv(EnvBackend, "uring")
 	r, err := New(Options{Backend: BackendSyscall})
 	if err != nil {
@@ -42,6 +43,12 @@ func TestOptionsOverrideEnv(t *testing.T) {
 	if r.Backend() != BackendSyscall {
 		t.Fatalf("Backend() = %q, want the Options choice", r.Backend())
 	}
+	t.Setenv(EnvBackend, "bogus")
+	r2, err := New(Options{Entries: 4})
+	if err != nil {
+		t.Fatalf("New with %s=bogus in the environment: %v", EnvBackend, err)
+	}
+	r2.Close()
 }
 
 func TestAutoPicksAWorkingBackend(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 // BenchmarkDiskLimits measures the disk's own limits through the same ring
 // (ring.MeasureDisk): sequential write bandwidth and write+fdatasync at QD1.
 func BenchmarkDiskLimits(b *testing.B) {
-	r, err := ring.New(ring.Options{})
+	r, err := ring.New(ring.Options{Backend: os.Getenv(ring.EnvBackend)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func BenchmarkAppend(b *testing.B) {
 }
 
 func runAppendBench(b *testing.B, mode FsyncMode, size, batch, conc int, prezero int64) {
-	r, err := ring.New(ring.Options{})
+	r, err := ring.New(ring.Options{Backend: os.Getenv(ring.EnvBackend)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func BenchmarkEncode(b *testing.B) {
 
 // BenchmarkRead reads 1 KiB records back through the sparse index (pread path).
 func BenchmarkRead(b *testing.B) {
-	r, err := ring.New(ring.Options{})
+	r, err := ring.New(ring.Options{Backend: os.Getenv(ring.EnvBackend)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -54,10 +54,11 @@ func needUring(t testing.TB, r ring.Ring, why string) {
 	t.Skipf("backend %s: %s", r.Backend(), why)
 }
 
-// newRing returns a ring chosen by FELIX_IO_BACKEND (closed at cleanup).
+// newRing returns a ring chosen by FELIX_IO_BACKEND, read here (ring reads no
+// environment; closed at cleanup).
 func newRing(t testing.TB) ring.Ring {
 	t.Helper()
-	r, err := ring.New(ring.Options{})
+	r, err := ring.New(ring.Options{Backend: os.Getenv(ring.EnvBackend)})
 	if err != nil {
 		t.Fatalf("ring.New: %v", err)
 	}

@@ -306,7 +306,7 @@ func TestNewerVersionRecords(t *testing.T) {
 // TestTinyRingManyLogs: with a ring of 2 in-flight slots, refused submissions
 // are retried and every append of every log completes.
 func TestTinyRingManyLogs(t *testing.T) {
-	r, err := ring.New(ring.Options{Entries: 1})
+	r, err := ring.New(ring.Options{Backend: os.Getenv(ring.EnvBackend), Entries: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

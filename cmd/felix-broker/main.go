@@ -42,10 +42,6 @@ func run(args []string) int {
 		}
 		return 0
 	}
-	if err := cfg.ExportEngineEnv(os.Setenv); err != nil {
-		fmt.Fprintln(os.Stderr, "felix-broker:", err)
-		return 2
-	}
 	logger := broker.NewLogger(cfg, os.Stderr)
 	slog.SetDefault(logger)
 	ck, hooked, err := clock.FromEnv(os.LookupEnv)
