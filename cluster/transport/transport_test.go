@@ -145,7 +145,7 @@ func TestInflightBoundShedsTimeoutReleasesDropFails(t *testing.T) {
 		}
 		return nil
 	})
-	p := newPool(t, creds(t, "node-a", TLSFiles{}), PoolOptions{MaxInflightPerPeer: 1, RequestTimeout: 300 * time.Millisecond})
+	p := newPool(t, creds(t, "node-a", TLSFiles{}), PoolOptions{MaxInflightPerPeer: 1, RequestTimeout: time.Second})
 	ctx := testCtx(t)
 	to := Peer{NodeID: "node-b", Addr: l.Addr().String()}
 	first := make(chan error, 1)
