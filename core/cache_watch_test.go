@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"felix/core/cache"
 )
@@ -32,34 +31,7 @@ func noChange(t *testing.T, w *CacheWatcher) {
 	}
 }
 
-// The TTL sweep runs on the core timer; a watcher sees put then expire.
-func TestCacheSweepAndWatch(t *testing.T) {
-	h := newHarness(t, 1, newFakeStore(), nil)
-	createCache(t, h, 2, true)
-	w, err := h.e.CacheWatch(CacheWatchRequest{Cache: testCache, Key: []byte("cfg/"), Prefix: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cachePut(t, h, "cfg/a", "1", cache.TTLMillis(50))
-	cachePut(t, h, "other", "x", cache.NoTTL)
-	h.step(3)
-	if ch := nextChange(t, w); ch.Op != cache.ChangePut || string(ch.Key) != "cfg/a" || string(ch.Value) != "1" {
-		t.Fatalf("first change %+v", ch)
-	}
-	noChange(t, w)
-	h.clock.advance(200 * time.Millisecond) // past the expiry and the sweep interval
-	h.step(3)
-	ch := nextChange(t, w)
-	if ch.Op != cache.ChangeExpire || string(ch.Key) != "cfg/a" || ch.Op.WireName() != "expire" {
-		t.Fatalf("expected the sweep's expire, got %+v", ch)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Next(context.Background()); !errors.Is(err, ErrClosed) {
-		t.Fatalf("after Close: %v", err)
-	}
-}
+// TestCacheSweepAndWatch is in cache_watch_manual_test.go, on felix/core/coretest.
 
 // A watch resumed from an offset gets the history from the log, then live
 // changes, with no gap and no duplicate.

@@ -107,8 +107,10 @@ func (c *core) run(cpu int, started chan<- error) {
 // step is one turn of the core loop (docs/architecture.md, core): drain a
 // bounded batch of the inbox → apply each message → serve shards held by a
 // Block subscriber → Flush staged appends → Poll the disk (blocking only
-// when the inbox is empty and the core said so) → run due timers.
-func (c *core) step(mayBlock bool) {
+// when the inbox is empty and the core said so) → run due timers. It
+// reports whether the turn did work (drained a message, served a held shard
+// or fired a timer); Engine.Step, the manual engines' seam, returns it.
+func (c *core) step(mayBlock bool) bool {
 	if !c.stopping && c.stopRequested.Load() {
 		c.stopping = true
 	}
@@ -122,6 +124,7 @@ func (c *core) step(mayBlock bool) {
 		c.batch[i] = message{}
 	}
 	progressed := c.serveStalled()
+	worked := drained > 0 || progressed
 	c.flush()
 	block := time.Duration(0)
 	if mayBlock && c.stopping {
@@ -151,10 +154,13 @@ func (c *core) step(mayBlock bool) {
 	if block > 0 {
 		c.inbox.awake()
 	}
-	c.timers.run(c.clock.MonoNanos())
+	if c.timers.run(c.clock.MonoNanos()) > 0 {
+		worked = true
+	}
 	if c.stopping {
 		c.finishStop()
 	}
+	return worked
 }
 
 func (c *core) flush() {

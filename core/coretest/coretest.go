@@ -1,0 +1,143 @@
+// Package coretest drives a manual core.Engine deterministically from any
+// package's tests: no core goroutines, a fake clock that moves only when the
+// test says so, and stepping until the engine is idle. It is built on core's
+// two exported test seams, core.NewManualEngine and Engine.Step.
+//
+//	e := coretest.New(t, core.Config{Cores: 1})
+//	_ = e.CachePut(name, key, value, cache.TTLMillis(50), done) // queued
+//	e.StepUntilIdle()                                           // applied, answered
+//	e.Advance(time.Second)                                      // the TTL sweep runs
+package coretest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"felix/clock"
+	"felix/core"
+)
+
+// MaxTurns bounds StepUntilIdle and StepUntil: past it the test fails (an
+// engine that never settles is a bug, not a slow test).
+const MaxTurns = 10000
+
+// Epoch is the wall time a New engine's Clock starts at.
+var Epoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Clock is a fake clock.Clock: it moves only through Advance. Safe for
+// concurrent use.
+type Clock struct {
+	mu   sync.Mutex
+	mono time.Duration // since start
+	wall time.Time
+}
+
+var _ clock.Clock = (*Clock)(nil)
+
+// NewClock returns a Clock whose wall time is start and monotonic reading 0.
+func NewClock(start time.Time) *Clock { return &Clock{wall: start} }
+
+// MonoNanos implements clock.Clock.
+func (c *Clock) MonoNanos() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int64(c.mono)
+}
+
+// Now implements clock.Clock.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wall.Add(c.mono)
+}
+
+// WallMicros implements clock.Clock.
+func (c *Clock) WallMicros() int64 { return c.Now().UnixMicro() }
+
+// Advance moves both readings forward by d (d < 0 is ignored: time never goes back).
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mono += max(d, 0)
+}
+
+// Engine is a manual core.Engine on a fake Clock. The embedded engine's
+// methods queue work; Step, StepUntilIdle, StepUntil and Advance run it.
+// Use it from one goroutine.
+type Engine struct {
+	*core.Engine
+	// Clock is the engine's time (Config.Clock).
+	Clock *Clock
+	t     testing.TB
+}
+
+// New builds a manual engine from cfg (cfg.Clock = NewClock(Epoch) unless
+// it is already a *Clock; NoPinning set) and closes it when the test ends.
+// It fails t when the engine cannot be built.
+func New(t testing.TB, cfg core.Config) *Engine {
+	t.Helper()
+	ck, ok := cfg.Clock.(*Clock)
+	if !ok {
+		ck = NewClock(Epoch)
+		cfg.Clock = ck
+	}
+	cfg.NoPinning = true
+	e, err := core.NewManualEngine(cfg)
+	if err != nil {
+		t.Fatalf("coretest: NewManualEngine: %v", err)
+	}
+	t.Cleanup(func() { _ = e.Close(context.Background()) })
+	return &Engine{Engine: e, Clock: ck, t: t}
+}
+
+// Step runs n turns of every core and reports whether any turn did work.
+func (e *Engine) Step(n int) bool {
+	e.t.Helper()
+	worked := false
+	for range n {
+		w, err := e.Engine.Step()
+		if err != nil {
+			e.t.Fatalf("coretest: Step: %v", err)
+		}
+		worked = worked || w
+	}
+	return worked
+}
+
+// StepUntilIdle steps until a turn in which no core did work and returns
+// the turns taken (the idle one included); it fails the test past MaxTurns.
+func (e *Engine) StepUntilIdle() int {
+	e.t.Helper()
+	for n := 1; n <= MaxTurns; n++ {
+		if !e.Step(1) {
+			return n
+		}
+	}
+	e.t.Fatalf("coretest: engine still busy after %d turns", MaxTurns)
+	return MaxTurns
+}
+
+// StepUntil steps until cond holds (checked before each turn) and returns
+// the turns taken; it fails the test past MaxTurns. For conditions that
+// depend on disk completions, which StepUntilIdle does not wait for.
+func (e *Engine) StepUntil(cond func() bool) int {
+	e.t.Helper()
+	for n := 0; n <= MaxTurns; n++ {
+		if cond() {
+			return n
+		}
+		e.Step(1)
+	}
+	e.t.Fatalf("coretest: condition still false after %d turns", MaxTurns)
+	return MaxTurns
+}
+
+// Advance moves the Clock forward by d, then steps until idle, so the
+// timers due by then (TTL sweeps, leases, retention) run.
+func (e *Engine) Advance(d time.Duration) {
+	e.t.Helper()
+	e.Clock.Advance(d)
+	e.StepUntilIdle()
+}
