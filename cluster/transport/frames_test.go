@@ -16,7 +16,12 @@ import (
 // rawPeer dials l as node-a (unauthenticated mode) and completes Hello by hand.
 func rawPeer(t *testing.T, ctx context.Context, l *Listener) (*quic.Conn, *quic.Stream) {
 	t.Helper()
-	c := creds(t, "node-a", TLSFiles{})
+	return rawPeerWith(t, ctx, l, creds(t, "node-a", TLSFiles{}))
+}
+
+// rawPeerWith dials l as c (its node id in Hello), expecting the listener to be node-b.
+func rawPeerWith(t *testing.T, ctx context.Context, l *Listener, c *Credentials) (*quic.Conn, *quic.Stream) {
+	t.Helper()
 	qc, err := quic.DialAddr(ctx, l.Addr().String(), c.ClientTLS("node-b"), &quic.Config{HandshakeIdleTimeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +31,7 @@ func rawPeer(t *testing.T, ctx context.Context, l *Listener) (*quic.Conn, *quic.
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeMsg(t, s, &proto.Hello{CorrelationID: 1, NodeID: []byte("node-a")})
+	writeMsg(t, s, &proto.Hello{CorrelationID: 1, NodeID: []byte(c.NodeID())})
 	if m := readMsg(t, s); m.Kind() != proto.KindHelloOk {
 		t.Fatalf("Hello answered %v", m.Kind())
 	}
