@@ -142,7 +142,7 @@ func Bootstrap(opts BootstrapOptions) (*BootstrapResult, error) {
 // ensureAdminToken keeps a verifying admin token at result.AdminTokenPath and reports
 // whether it wrote one.
 func ensureAdminToken(fsys FS, result *BootstrapResult, verifier *TokenVerifier, ttl time.Duration) (bool, error) {
-	data, err := fsys.ReadFile(result.AdminTokenPath)
+	data, err := readThrough(fsys, result.AdminTokenPath)
 	switch {
 	case err == nil:
 		p, verr := verifier.verify(strings.TrimSpace(string(data)))

@@ -131,11 +131,11 @@ func TestBootstrapFailuresAreReported(t *testing.T) {
 		dir := t.TempDir()
 		var log bytes.Buffer
 		opts := bootstrapOpts(t, dir, newFakeClock(), &log)
-		faulty := &faultFS{n: n}
+		faulty := newFaultFS(n)
 		opts.FS = faulty
 		_, err := Bootstrap(opts)
 		if err == nil {
-			if faulty.calls <= n {
+			if faulty.Calls() <= n {
 				break
 			}
 			t.Fatalf("op %d failed but Bootstrap succeeded", n)

@@ -114,7 +114,7 @@ func OpenKeyStore(dataDir string, opts KeyStoreOptions) (*KeyStore, error) {
 	if err := opts.FS.MkdirAll(filepath.Dir(ks.path), 0o700); err != nil {
 		return nil, fmt.Errorf("auth: key store directory: %w", err)
 	}
-	data, err := opts.FS.ReadFile(ks.path)
+	data, err := readThrough(opts.FS, ks.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		ks.install(storeFile{Version: keyStoreVersion})

@@ -4,102 +4,27 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"felix/internal/vfs/vfstest"
 )
 
 var errInjected = errors.New("injected fault")
 
-// faultFS is OSFS that fails its n-th operation (0-based, counting every FS and File call)
-// with errInjected. n < 0 never fails. Fault model: the failed call has no effect, except a
-// failed Write, which writes half its bytes first (a torn write).
-type faultFS struct {
-	OSFS
-	n     int
-	calls int
-}
-
-func (f *faultFS) fail() bool {
-	f.calls++
-	return f.calls-1 == f.n
-}
-
-func (f *faultFS) MkdirAll(p string, perm fs.FileMode) error {
-	if f.fail() {
-		return errInjected
+// newFaultFS is the shared fault FS (vfstest.FaultFS, which replaced this file's faultFS)
+// failing its n-th operation (0-based, counting every FS and File call) with errInjected;
+// n < 0 never fails. Fault model: the failed call has no effect, except a failed write,
+// which writes half its bytes first (a torn write).
+func newFaultFS(n int) *vfstest.FaultFS {
+	f := &vfstest.FaultFS{}
+	if n >= 0 {
+		f.FailNth(n, errInjected)
 	}
-	return f.OSFS.MkdirAll(p, perm)
-}
-
-func (f *faultFS) ReadFile(p string) ([]byte, error) {
-	if f.fail() {
-		return nil, errInjected
-	}
-	return f.OSFS.ReadFile(p)
-}
-
-func (f *faultFS) Create(p string, perm fs.FileMode) (File, error) {
-	if f.fail() {
-		return nil, errInjected
-	}
-	file, err := f.OSFS.Create(p, perm)
-	if err != nil {
-		return nil, err
-	}
-	return &faultFile{File: file, fs: f}, nil
-}
-
-func (f *faultFS) Rename(from, to string) error {
-	if f.fail() {
-		return errInjected
-	}
-	return f.OSFS.Rename(from, to)
-}
-
-func (f *faultFS) Remove(p string) error {
-	if f.fail() {
-		return errInjected
-	}
-	return f.OSFS.Remove(p)
-}
-
-func (f *faultFS) SyncDir(p string) error {
-	if f.fail() {
-		return errInjected
-	}
-	return f.OSFS.SyncDir(p)
-}
-
-type faultFile struct {
-	File
-	fs *faultFS
-}
-
-func (f *faultFile) Write(p []byte) (int, error) {
-	if f.fs.fail() {
-		n, _ := f.File.Write(p[:len(p)/2])
-		return n, errInjected
-	}
-	return f.File.Write(p)
-}
-
-func (f *faultFile) Sync() error {
-	if f.fs.fail() {
-		return errInjected
-	}
-	return f.File.Sync()
-}
-
-func (f *faultFile) Close() error {
-	err := f.File.Close()
-	if f.fs.fail() {
-		return errInjected
-	}
-	return err
+	return f
 }
 
 func TestKeyStorePersistsAndReopens(t *testing.T) {
@@ -285,11 +210,11 @@ func TestKeyStoreSurvivesAnyFailurePoint(t *testing.T) {
 		oldFile := readFile(t, KeyStorePath(dir))
 		oldKeys, _ := ks.Keys("ta")
 
-		faulty := &faultFS{n: n}
+		faulty := newFaultFS(n)
 		ks.opts.FS = faulty
 		_, err = ks.Rotate("ta")
 		if err == nil {
-			if faulty.calls <= n {
+			if faulty.Calls() <= n {
 				if n < 6 { // create, write, sync, close, rename, sync dir
 					t.Fatalf("only %d failure points reached", n)
 				}

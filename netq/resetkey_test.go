@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+
+	"felix/internal/vfs"
+	"felix/internal/vfs/vfstest"
 )
 
 func TestResetKeyCreatedOnceAndKept(t *testing.T) {
@@ -52,58 +55,33 @@ func TestResetKeyWrongSizeRefused(t *testing.T) {
 	}
 }
 
-// faultyKeyFS fails one step of writing the key.
-type faultyKeyFS struct {
-	osKeyFS
-	failWrite, failRename, failSync bool
-}
-
 var errInjected = errors.New("injected fault")
 
-func (f faultyKeyFS) WriteSynced(name string, data []byte, perm os.FileMode) error {
-	if f.failWrite {
-		// Leave a partial file behind, like a crash between write and fsync.
-		_ = os.WriteFile(name, data[:3], perm)
-		return errInjected
-	}
-	return f.osKeyFS.WriteSynced(name, data, perm)
-}
-
-func (f faultyKeyFS) Rename(o, n string) error {
-	if f.failRename {
-		return errInjected
-	}
-	return f.osKeyFS.Rename(o, n)
-}
-
-func (f faultyKeyFS) SyncDir(dir string) error {
-	if f.failSync {
-		return errInjected
-	}
-	return f.osKeyFS.SyncDir(dir)
-}
-
 func TestResetKeyWriteFaults(t *testing.T) {
-	for _, fs := range []faultyKeyFS{{failWrite: true}, {failRename: true}, {failSync: true}} {
+	// The shared fault FS (vfstest.FaultFS replaced this file's faultyKeyFS): fail the
+	// write, the rename or the directory fsync of the key.
+	for _, op := range []vfstest.Op{vfstest.OpWrite, vfstest.OpRename, vfstest.OpSyncDir} {
+		fs := &vfstest.FaultFS{}
+		fs.Fail(op, errInjected)
 		dir := t.TempDir()
 		_, err := loadOrCreateResetKey(fs, bytes.NewReader(bytes.Repeat([]byte{7}, ResetKeySize)), dir)
 		if !errors.Is(err, errInjected) {
-			t.Fatalf("%+v: %v", fs, err)
+			t.Fatalf("%s: %v", op, err)
 		}
 		if _, err := os.Stat(filepath.Join(dir, ResetKeyFile+".tmp")); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("%+v: temporary file left behind", fs)
+			t.Fatalf("%s: temporary file left behind", op)
 		}
 		// Never a partial key in place: either no file, or the whole key.
 		data, err := os.ReadFile(filepath.Join(dir, ResetKeyFile))
 		if err == nil && len(data) != ResetKeySize {
-			t.Fatalf("%+v: partial key file of %d bytes", fs, len(data))
+			t.Fatalf("%s: partial key file of %d bytes", op, len(data))
 		}
 		// The next start succeeds.
 		if _, err := LoadOrCreateResetKey(dir); err != nil {
-			t.Fatalf("%+v: next start: %v", fs, err)
+			t.Fatalf("%s: next start: %v", op, err)
 		}
 	}
-	if _, err := loadOrCreateResetKey(osKeyFS{}, bytes.NewReader(nil), t.TempDir()); !errors.Is(err, io.EOF) {
+	if _, err := loadOrCreateResetKey(vfs.OSFS{}, bytes.NewReader(nil), t.TempDir()); !errors.Is(err, io.EOF) {
 		t.Fatalf("short random source: %v", err)
 	}
 }

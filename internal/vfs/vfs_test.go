@@ -2,6 +2,7 @@ package vfs_test
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -55,5 +56,37 @@ func TestWriteFileAtomicFailures(t *testing.T) {
 		if _, err := os.Stat(path + ".tmp"); !os.IsNotExist(err) {
 			t.Fatalf("%s: temp file left: %v", op, err)
 		}
+	}
+}
+
+// A stale temp file with a wider mode is replaced, not reused.
+func TestWriteFileAtomicReplacesAStaleTemp(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path+".tmp", []byte("stale and longer"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path+".tmp", 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := vfs.WriteFileAtomic(vfs.OSFS{}, path, []byte("new"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if b, _ := os.ReadFile(path); err != nil || string(b) != "new" || st.Mode().Perm() != 0o600 {
+		t.Fatalf("file %q mode %v, %v", b, st.Mode(), err)
+	}
+}
+
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := vfs.ReadFile(vfs.OSFS{}, filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+	path := filepath.Join(dir, "f")
+	if err := os.WriteFile(path, []byte("content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := vfs.ReadFile(vfs.OSFS{}, path); err != nil || string(b) != "content" {
+		t.Fatalf("ReadFile: %q, %v", b, err)
 	}
 }

@@ -46,6 +46,9 @@ type FaultFS struct {
 	TrackSyncs bool
 
 	mu      sync.Mutex
+	calls   int // every FS and File call so far
+	nth     int // FailNth's call index + 1; 0 = none
+	nthErr  error
 	rules   map[Op]rule
 	budget  int // writes still allowed to land; 0 = no crash armed
 	partial int // bytes of the last allowed write that land (0 = all)
@@ -114,10 +117,53 @@ func (f *FaultFS) Writes() int {
 	return f.writes
 }
 
-// check returns the error op must fail with, or nil.
+// FailNth makes the n-th call (0-based, counting every FS and File call from
+// now on) fail with err, once; a write failed this way lands the first half
+// of its bytes (a torn write). Calls reports how far a workload got, so a
+// test can try every failure point in turn.
+func (f *FaultFS) FailNth(n int, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls, f.nth, f.nthErr = 0, n+1, err
+}
+
+// Calls returns the FS and File calls made since FailNth (or since the start).
+func (f *FaultFS) Calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// counted counts one call and returns FailNth's error when it is the one.
+// The caller holds f.mu.
+func (f *FaultFS) counted() error {
+	f.calls++
+	if f.calls == f.nth {
+		return f.nthErr
+	}
+	return nil
+}
+
+// call counts a call that only FailNth (or, when write is set, a crash) fails.
+func (f *FaultFS) call(write bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.counted(); err != nil {
+		return err
+	}
+	if write && f.crashed {
+		return ErrCrashed
+	}
+	return nil
+}
+
+// check counts a call of op and returns the error it must fail with, or nil.
 func (f *FaultFS) check(op Op) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.counted(); err != nil {
+		return err
+	}
 	if f.crashed {
 		return ErrCrashed
 	}
@@ -133,19 +179,16 @@ func (f *FaultFS) check(op Op) error {
 	return nil
 }
 
-// dead returns ErrCrashed once crashed.
-func (f *FaultFS) dead() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.crashed {
-		return ErrCrashed
-	}
-	return nil
-}
-
-// land reports how many bytes of an n-byte write reach the file.
+// land reports how many bytes of an n-byte write reach the file, and the
+// error the write returns after them.
 func (f *FaultFS) land(n int) (int, error) {
+	f.mu.Lock()
+	nth := f.calls+1 == f.nth
+	f.mu.Unlock()
 	if err := f.check(OpWrite); err != nil {
+		if nth {
+			return n / 2, err // FailNth: a torn write
+		}
 		return 0, err
 	}
 	f.mu.Lock()
@@ -175,6 +218,8 @@ func (f *FaultFS) OpenFile(path string, flag int, perm os.FileMode) (vfs.File, e
 		if err := f.check(OpOpen); err != nil {
 			return nil, err
 		}
+	} else if err := f.call(false); err != nil {
+		return nil, err
 	}
 	inner, err := f.inner().OpenFile(path, flag, perm)
 	if err != nil {
@@ -217,7 +262,7 @@ func (f *FaultFS) SyncDir(dir string) error {
 
 // Remove implements vfs.FS.
 func (f *FaultFS) Remove(path string) error {
-	if err := f.dead(); err != nil {
+	if err := f.call(true); err != nil {
 		return err
 	}
 	return f.inner().Remove(path)
@@ -225,7 +270,7 @@ func (f *FaultFS) Remove(path string) error {
 
 // RemoveAll implements vfs.FS.
 func (f *FaultFS) RemoveAll(path string) error {
-	if err := f.dead(); err != nil {
+	if err := f.call(true); err != nil {
 		return err
 	}
 	return f.inner().RemoveAll(path)
@@ -233,14 +278,19 @@ func (f *FaultFS) RemoveAll(path string) error {
 
 // MkdirAll implements vfs.FS.
 func (f *FaultFS) MkdirAll(dir string, perm os.FileMode) error {
-	if err := f.dead(); err != nil {
+	if err := f.call(true); err != nil {
 		return err
 	}
 	return f.inner().MkdirAll(dir, perm)
 }
 
 // ReadDir implements vfs.FS.
-func (f *FaultFS) ReadDir(dir string) ([]string, error) { return f.inner().ReadDir(dir) }
+func (f *FaultFS) ReadDir(dir string) ([]string, error) {
+	if err := f.call(false); err != nil {
+		return nil, err
+	}
+	return f.inner().ReadDir(dir)
+}
 
 type file struct {
 	vfs.File
@@ -250,12 +300,37 @@ type file struct {
 
 func (f *file) Fd() int { return -1 }
 
-func (f *file) WriteAt(p []byte, off int64) (int, error) {
-	n, err := f.fs.land(len(p))
-	if err != nil {
+func (f *file) Close() error {
+	err := f.File.Close()
+	if cerr := f.fs.call(false); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+func (f *file) ReadAt(p []byte, off int64) (int, error) {
+	if err := f.fs.call(false); err != nil {
 		return 0, err
 	}
+	return f.File.ReadAt(p, off)
+}
+
+func (f *file) Size() (int64, error) {
+	if err := f.fs.call(false); err != nil {
+		return 0, err
+	}
+	return f.File.Size()
+}
+
+func (f *file) WriteAt(p []byte, off int64) (int, error) {
+	n, ferr := f.fs.land(len(p))
+	if ferr != nil && n == 0 {
+		return 0, ferr
+	}
 	w, err := f.File.WriteAt(p[:n], off)
+	if ferr != nil {
+		return w, ferr
+	}
 	if err == nil && w < len(p) {
 		err = ErrCrashed
 	}

@@ -105,3 +105,24 @@ func TestPowerLossRevertsUnsyncedWrites(t *testing.T) {
 		t.Fatalf("after the power loss: %q", b)
 	}
 }
+
+// FailNth fails exactly one call, counting every FS and File call; a write
+// failed so lands half its bytes.
+func TestFailNthTearsTheWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	fs := &FaultFS{}
+	fs.FailNth(1, unix.EIO) // call 0: OpenFile, call 1: WriteAt
+	f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.WriteAt([]byte("abcd"), 0); n != 2 || !errors.Is(err, unix.EIO) {
+		t.Fatalf("torn write: %d, %v", n, err)
+	}
+	if _, err := f.WriteAt([]byte("abcd"), 0); err != nil {
+		t.Fatalf("the next write: %v", err)
+	}
+	if err := f.Close(); err != nil || fs.Calls() != 4 {
+		t.Fatalf("close: %v after %d calls", err, fs.Calls())
+	}
+}
