@@ -72,7 +72,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "felix-chaos run: %v\n0 passed, 1 failed\n", err)
 		return exitFindings
 	}
-	res := runOne(ctx, sc, scenario.RunOptions{Seed: s, Dir: filepath.Join(root, "run"), Bins: bins, Log: stdout,
+	res := runOne(ctx, sc, scenario.RunOptions{Seed: s, Dir: root, Bins: bins, Log: stdout,
 		Sizes: scenario.Sizes{Ops: *sizes.ops, Kills: *sizes.kills, Duration: *duration}}, stdout)
 	passed, failed := res.Counts()
 	if failed == 0 && cleanup != nil {

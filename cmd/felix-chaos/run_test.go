@@ -44,7 +44,7 @@ func TestRunSingleNodeKillCI(t *testing.T) {
 	if !strings.Contains(out, "| SIGKILLs with operations in flight (counted; want "+ciKills+") / with none (not counted) | "+ciKills+" / ") {
 		t.Errorf("the report does not show %s counted kills", ciKills)
 	}
-	h, err := history.LoadFile(filepath.Join(dir, "run", "history.jsonl"))
+	h, err := history.LoadFile(filepath.Join(dir, "history.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,6 +87,7 @@ func runSoak(args []string, stdout, stderr io.Writer) int {
 // bytesLog keeps a run's progress lines, printed only when the run fails.
 type bytesLog struct{ b []byte }
 
+// Write appends p; it never fails.
 func (l *bytesLog) Write(p []byte) (int, error) {
 	l.b = append(l.b, p...)
 	return len(p), nil

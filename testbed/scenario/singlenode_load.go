@@ -56,6 +56,7 @@ type snkTarget struct {
 	pokes *sync.WaitGroup
 }
 
+// Kill SIGKILLs the broker (Broker.Kill).
 func (t snkTarget) Kill(ctx context.Context) error { return t.r.b.Kill(ctx) }
 
 // Restart restarts the broker, then starts one recorded Get of the current window's first
