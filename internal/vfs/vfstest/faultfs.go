@@ -1,5 +1,6 @@
 // Package vfstest holds FaultFS, the one fault-injecting vfs.FS of the tests:
-// failing operations with a chosen error, a SIGKILL after N writes (the last
+// failing operations with a chosen error (from the next call on, after n
+// calls, or the n-th call of any kind), a SIGKILL after N writes (the last
 // one possibly cut short), and a power loss (writes not yet fdatasync'd are
 // lost). Its files have no descriptor (Fd returns -1), so seglog drives every
 // write and fdatasync through them synchronously, like the syscall backend.
