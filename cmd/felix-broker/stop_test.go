@@ -33,6 +33,10 @@ func stopWithPublishesInFlight(t *testing.T, sig syscall.Signal) {
 	b.createStream("default", "default", "orders", true)
 	c := b.dial()
 	pubs := startPublishers(t, b, c, 4)
+	// Stop only once some publish is acknowledged (and others are still being written):
+	// a stop right after the writes could come before any ack, and the test would prove
+	// nothing (it failed so, 1 run in a CI-sized pass: "no publish was acknowledged").
+	pubs.waitAcked(t)
 	code := b.stop(sig)
 	c.CloseWithError(0, "") // after SIGKILL nothing will close the stream for us
 	acked := pubs.wait(t)
@@ -76,13 +80,15 @@ type publishers struct {
 	mu    sync.Mutex
 	acked map[string]bool // "p<publisher>-<request id>"
 	wg    sync.WaitGroup  // the ack readers
+	first chan struct{}   // closed at the first ack
+	once  sync.Once
 }
 
 // startPublishers starts n publishers on c and returns once each has written 21 publishes
 // (failing t when they have not within stopDeadline).
 func startPublishers(t *testing.T, b *brokerProc, c *quic.Conn, n int) *publishers {
 	t.Helper()
-	ps := &publishers{acked: map[string]bool{}}
+	ps := &publishers{acked: map[string]bool{}, first: make(chan struct{})}
 	started := make(chan struct{}, n)
 	for p := 0; p < n; p++ {
 		ctl := openStream(t, c)
@@ -136,7 +142,18 @@ func (ps *publishers) readAcks(ctl *frameStream, p int) {
 			ps.mu.Lock()
 			ps.acked[fmt.Sprintf("p%d-%d", p, ok.RequestID)] = true
 			ps.mu.Unlock()
+			ps.once.Do(func() { close(ps.first) })
 		}
+	}
+}
+
+// waitAcked waits (at most stopDeadline) until at least one publish was acknowledged.
+func (ps *publishers) waitAcked(t *testing.T) {
+	t.Helper()
+	select {
+	case <-ps.first:
+	case <-time.After(stopDeadline):
+		t.Fatalf("no publish acknowledged within %v of the publishers starting", stopDeadline)
 	}
 }
 
