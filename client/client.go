@@ -384,6 +384,13 @@ func (s *connSlot) dialOnce(ctx context.Context) (*conn, error) {
 	}
 	s.bo.reset()
 	s.notBef = time.Time{}
+	if s.cur != nil && s.cur.alive() {
+		// Another caller's dial installed a live connection meanwhile: keep it (its
+		// callers already use it) and drop ours. Closing it instead failed their requests
+		// with "client closed" (found by the single-node-kill scenario).
+		_ = qc.CloseWithError(0, "superseded by a concurrent dial")
+		return s.cur, nil
+	}
 	if s.cur != nil {
 		s.cur.close()
 	}
