@@ -23,6 +23,7 @@ type clientConn struct {
 	pool    *Pool
 	peer    string
 	qc      *quic.Conn
+	m       *peerMetrics
 	streams []*clientStream
 	next    atomic.Uint32
 	corr    atomic.Uint64
@@ -40,7 +41,8 @@ type clientStream struct {
 // dial connects to nodeID at addr, exchanges Hello/HelloOk on the first stream and starts
 // the stream readers. Errors: ErrUnreachable (nothing sent), ErrWrongPeer, ErrUnauthorized,
 // ErrProtocolVersion.
-func (p *Pool) dial(nodeID, addr string) (*clientConn, error) {
+func (p *Pool) dial(nodeID, addr string, m *peerMetrics) (*clientConn, error) {
+	p.dials.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.HandshakeTimeout)
 	defer cancel()
 	ua, err := net.ResolveUDPAddr("udp", addr)
@@ -56,7 +58,7 @@ func (p *Pool) dial(nodeID, addr string) (*clientConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s at %s: %w", ErrUnreachable, nodeID, addr, err)
 	}
-	c := &clientConn{pool: p, peer: nodeID, qc: qc, waiters: map[uint64]chan proto.InternalMessage{}}
+	c := &clientConn{pool: p, peer: nodeID, qc: qc, m: m, waiters: map[uint64]chan proto.InternalMessage{}}
 	first, err := c.hello(ctx)
 	if err != nil {
 		_ = qc.CloseWithError(CodeNoError, "handshake failed")
@@ -154,7 +156,7 @@ func (c *clientConn) watch() {
 // connection (CodeMalformed / CodeProtocolVersion): only this peer's connection is affected.
 func (c *clientConn) read(s *quic.Stream) {
 	for {
-		m, _, _, _, err := readMessage(s, nil, c.pool.opts.MaxFrameBytes, c.peer)
+		m, body, _, _, err := readMessage(s, nil, c.pool.opts.MaxFrameBytes, c.peer)
 		if err != nil {
 			var fe *FrameError
 			if errors.As(err, &fe) {
@@ -165,6 +167,7 @@ func (c *clientConn) read(s *quic.Stream) {
 			}
 			return
 		}
+		c.m.received.Add(proto.InternalHeaderSize + len(body))
 		c.mu.Lock()
 		w := c.waiters[m.Correlation()]
 		delete(c.waiters, m.Correlation())
@@ -189,8 +192,9 @@ func (c *clientConn) roundTrip(ctx context.Context, frame []byte) (proto.Interna
 	c.waiters[corr] = w
 	c.mu.Unlock()
 	defer c.forget(corr)
-	timeout := time.NewTimer(c.pool.opts.RequestTimeout)
-	defer timeout.Stop()
+	timeout, stop := c.pool.after(c.pool.opts.RequestTimeout)
+	defer stop()
+	start := time.Now()
 	st := c.streams[int(c.next.Add(1))%len(c.streams)]
 	st.wmu.Lock()
 	_ = st.s.SetWriteDeadline(time.Now().Add(c.pool.opts.RequestTimeout))
@@ -201,13 +205,16 @@ func (c *clientConn) roundTrip(ctx context.Context, frame []byte) (proto.Interna
 		c.close(CodeNoError, "write failed")
 		return nil, fmt.Errorf("%w: %s: write: %v", ErrConnectionLost, c.peer, err)
 	}
+	c.m.sent.Add(len(frame))
 	select {
 	case m, ok := <-w:
 		if !ok {
 			return nil, fmt.Errorf("%w: %s", ErrConnectionLost, c.peer)
 		}
+		c.m.observe(start)
 		return m, nil
-	case <-timeout.C:
+	case <-timeout:
+		c.m.timeouts.Inc()
 		return nil, fmt.Errorf("%w: %s after %v", ErrTimeout, c.peer, c.pool.opts.RequestTimeout)
 	case <-ctx.Done():
 		return nil, ctx.Err()

@@ -12,8 +12,10 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/quic-go/quic-go"
 )
 
@@ -38,6 +40,7 @@ type PoolOptions struct {
 	Now                func() time.Time // clock of the backoff window [time.Now]
 	Jitter             func() float64   // [0,1) source of the backoff jitter [math/rand/v2]
 	Logger             *slog.Logger     // [slog.Default()]
+	Metrics            *metrics.Set     // per-peer series felix_internal_peer_*{peer="<node id>"} (metrics.go) [a private set]
 }
 
 func (o PoolOptions) withDefaults() PoolOptions {
@@ -72,6 +75,9 @@ func (o PoolOptions) withDefaults() PoolOptions {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.NewSet()
+	}
 	return o
 }
 
@@ -82,9 +88,18 @@ type Pool struct {
 	udp   *net.UDPConn
 	tr    *quic.Transport
 
+	// after starts a request's timeout; tests replace it with a fake clock.
+	after func(time.Duration) (<-chan time.Time, func() bool)
+	dials atomic.Int64 // dial attempts, for tests
+
 	mu     sync.Mutex
 	peers  map[string]*peerState
 	closed bool
+}
+
+func realAfter(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
 }
 
 // NewPool binds PoolOptions.LocalAddr for dialling as the node creds names.
@@ -98,7 +113,8 @@ func NewPool(creds *Credentials, opts PoolOptions) (*Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport: bind %q: %w", opts.LocalAddr, err)
 	}
-	return &Pool{creds: creds, opts: opts, udp: udp, tr: &quic.Transport{Conn: udp}, peers: map[string]*peerState{}}, nil
+	return &Pool{creds: creds, opts: opts, udp: udp, tr: &quic.Transport{Conn: udp}, after: realAfter,
+		peers: map[string]*peerState{}}, nil
 }
 
 // Close closes every pooled connection (their waiters fail with ErrConnectionLost) and the
@@ -154,7 +170,7 @@ func (p *Pool) peer(to Peer) (*peerState, error) {
 		if len(p.peers) >= p.opts.MaxPeers {
 			return nil, ErrTooManyPeers
 		}
-		ps = &peerState{pool: p, nodeID: key}
+		ps = &peerState{pool: p, nodeID: key, m: newPeerMetrics(p.opts.Metrics, key)}
 		p.peers[key] = ps
 	}
 	return ps, nil
@@ -175,6 +191,7 @@ func (p *Pool) Forget(nodeID string) {
 type peerState struct {
 	pool   *Pool
 	nodeID string
+	m      *peerMetrics
 
 	mu       sync.Mutex
 	inflight int
@@ -183,21 +200,25 @@ type peerState struct {
 	dialing  chan struct{} // closed when the running dial ends
 	failures int
 	retryAt  time.Time
+	dialled  bool // a dial was attempted before (the next one counts as a reconnect)
 }
 
 func (ps *peerState) acquire() bool {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.inflight >= ps.pool.opts.MaxInflightPerPeer {
+		ps.m.shed.Inc()
 		return false
 	}
 	ps.inflight++
+	ps.m.inflight.Inc()
 	return true
 }
 
 func (ps *peerState) release() {
 	ps.mu.Lock()
 	ps.inflight--
+	ps.m.inflight.Dec()
 	ps.mu.Unlock()
 }
 
@@ -241,8 +262,12 @@ func (ps *peerState) connection(ctx context.Context, addr string) (*clientConn, 
 		}
 		done := make(chan struct{})
 		ps.dialing = done
+		if ps.dialled {
+			ps.m.reconnects.Inc()
+		}
+		ps.dialled = true
 		ps.mu.Unlock()
-		c, err := ps.pool.dial(ps.nodeID, addr)
+		c, err := ps.pool.dial(ps.nodeID, addr, ps.m)
 		ps.dialed(c, addr, err, done)
 		if err != nil {
 			return nil, err
@@ -261,6 +286,7 @@ func (ps *peerState) dialed(c *clientConn, addr string, err error, done chan str
 		ps.retryAt = ps.pool.opts.Now().Add(ps.pool.opts.Backoff.Delay(ps.failures, ps.pool.opts.Jitter()))
 		return
 	}
+	ps.m.connections.Inc()
 	ps.failures, ps.retryAt = 0, time.Time{}
 	ps.conn, ps.addr = c, addr
 }
