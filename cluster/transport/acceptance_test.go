@@ -89,7 +89,10 @@ func TestTimeoutReleasesTheWaiterOfASilentPeer(t *testing.T) {
 	p := newPool(t, creds(t, "node-a", TLSFiles{}), PoolOptions{MaxInflightPerPeer: 1, RequestTimeout: 7 * time.Second})
 	fire := make(chan time.Time)
 	asked := make(chan time.Duration, 1)
-	p.after = func(d time.Duration) (<-chan time.Time, func() bool) { asked <- d; return fire, func() bool { return true } }
+	p.after = func(d time.Duration) (<-chan time.Time, func() bool) {
+		asked <- d
+		return fire, func() bool { return true }
+	}
 	ctx := testCtx(t)
 	to := Peer{NodeID: "node-b", Addr: l.Addr().String()}
 	done := make(chan error, 1)
