@@ -31,6 +31,9 @@ type clientConn struct {
 	mu      sync.Mutex
 	waiters map[uint64]chan proto.InternalMessage
 	dead    bool
+
+	omu     sync.Mutex
+	ordered map[OrderKey]*clientStream // reserved streams of Pool.Pipeline (ordered.go)
 }
 
 type clientStream struct {
@@ -181,31 +184,48 @@ func (c *clientConn) read(s *quic.Stream) {
 // roundTrip sends frame (its correlation id overwritten) on the next stream and waits for the
 // answer, the connection's end, RequestTimeout, or ctx.
 func (c *clientConn) roundTrip(ctx context.Context, frame []byte) (proto.InternalMessage, error) {
+	st := c.streams[int(c.next.Add(1))%len(c.streams)]
+	corr, w, err := c.send(st, frame)
+	if err != nil {
+		return nil, err
+	}
+	return c.await(ctx, corr, w)
+}
+
+// send registers a waiter under a fresh correlation id, writes frame carrying it on st and
+// returns the waiter; on a failed write the waiter is forgotten.
+func (c *clientConn) send(st *clientStream, frame []byte) (uint64, chan proto.InternalMessage, error) {
 	corr := c.corr.Add(1)
 	setCorrelation(frame, corr)
 	w := make(chan proto.InternalMessage, 1)
 	c.mu.Lock()
 	if c.dead {
 		c.mu.Unlock()
-		return nil, fmt.Errorf("%w: %s", ErrConnectionLost, c.peer)
+		return 0, nil, fmt.Errorf("%w: %s", ErrConnectionLost, c.peer)
 	}
 	c.waiters[corr] = w
 	c.mu.Unlock()
-	defer c.forget(corr)
-	timeout, stop := c.pool.after(c.pool.opts.RequestTimeout)
-	defer stop()
-	start := time.Now()
-	st := c.streams[int(c.next.Add(1))%len(c.streams)]
 	st.wmu.Lock()
 	_ = st.s.SetWriteDeadline(time.Now().Add(c.pool.opts.RequestTimeout))
 	_, err := st.s.Write(frame)
 	st.wmu.Unlock()
 	if err != nil {
+		c.forget(corr)
 		// A partial frame would corrupt the stream's framing: give up the whole connection.
 		c.close(CodeNoError, "write failed")
-		return nil, fmt.Errorf("%w: %s: write: %v", ErrConnectionLost, c.peer, err)
+		return 0, nil, fmt.Errorf("%w: %s: write: %v", ErrConnectionLost, c.peer, err)
 	}
 	c.m.sent.Add(len(frame))
+	return corr, w, nil
+}
+
+// await waits for the answer to corr, the connection's end, RequestTimeout, or ctx, and
+// forgets the waiter.
+func (c *clientConn) await(ctx context.Context, corr uint64, w chan proto.InternalMessage) (proto.InternalMessage, error) {
+	defer c.forget(corr)
+	timeout, stop := c.pool.after(c.pool.opts.RequestTimeout)
+	defer stop()
+	start := time.Now()
 	select {
 	case m, ok := <-w:
 		if !ok {

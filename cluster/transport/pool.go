@@ -32,6 +32,7 @@ type PoolOptions struct {
 	MaxFrameBytes      uint32           // body bound of a frame, both directions [16 MiB]
 	MaxPeers           int              // node ids the pool holds at once [1024]
 	StreamsPerConn     int              // multiplexed streams per peer connection [4]
+	MaxOrderedStreams  int              // ordered streams (Pipeline keys) per connection [32]
 	MaxInflightPerPeer int              // requests in flight per peer; more are shed [256]
 	RequestTimeout     time.Duration    // a request with no answer by then fails ErrTimeout [10 s]
 	HandshakeTimeout   time.Duration    // QUIC handshake plus Hello/HelloOk [5 s]
@@ -53,6 +54,9 @@ func (o PoolOptions) withDefaults() PoolOptions {
 	}
 	if o.StreamsPerConn <= 0 {
 		o.StreamsPerConn = 4
+	}
+	if o.MaxOrderedStreams <= 0 {
+		o.MaxOrderedStreams = 32
 	}
 	if o.MaxInflightPerPeer <= 0 {
 		o.MaxInflightPerPeer = 256
