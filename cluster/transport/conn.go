@@ -257,7 +257,8 @@ func (c *clientConn) forget(corr uint64) {
 // ErrInvalidNodeID, an encoding error (wrapping proto.ErrFrameTooLarge over the bound), or
 // ctx's error.
 func (p *Pool) Request(ctx context.Context, to Peer, req proto.InternalMessage) (proto.InternalMessage, error) {
-	frame, err := encode(nil, req, p.opts.MaxFrameBytes)
+	buf := getFrame()
+	frame, err := encode(*buf, req, p.opts.MaxFrameBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -273,5 +274,9 @@ func (p *Pool) Request(ctx context.Context, to Peer, req proto.InternalMessage) 
 	if err != nil {
 		return nil, err
 	}
-	return c.roundTrip(ctx, frame)
+	m, err := c.roundTrip(ctx, frame)
+	if err == nil {
+		putFrame(buf, frame) // after an error quic-go may still hold an unsent frame
+	}
+	return m, err
 }

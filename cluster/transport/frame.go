@@ -7,9 +7,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"felix/proto"
 )
+
+// frames recycles request encode buffers up to 1 MiB: a quic-go Stream.Write does not retain
+// its argument (io.Writer), so a frame is free again once written.
+var frames = sync.Pool{New: func() any { return new([]byte) }}
+
+func getFrame() *[]byte { return frames.Get().(*[]byte) }
+
+func putFrame(b *[]byte, frame []byte) {
+	if cap(frame) <= 1<<20 {
+		*b = frame[:0]
+		frames.Put(b)
+	}
+}
 
 // DefaultMaxFrameBytes bounds an internal frame body when Options leave it 0 (16 MiB).
 const DefaultMaxFrameBytes = 16 << 20

@@ -51,7 +51,8 @@ func (p *Pending) Wait(ctx context.Context) (proto.InternalMessage, error) {
 // last acknowledged batch. The request holds an in-flight slot of the peer until answered.
 // Errors before the send: those of Request plus ErrTooManyStreams (nothing was sent).
 func (p *Pool) Pipeline(ctx context.Context, to Peer, key OrderKey, req proto.InternalMessage) (*Pending, error) {
-	frame, err := encode(nil, req, p.opts.MaxFrameBytes)
+	buf := getFrame()
+	frame, err := encode(*buf, req, p.opts.MaxFrameBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -77,6 +78,7 @@ func (p *Pool) Pipeline(ctx context.Context, to Peer, key OrderKey, req proto.In
 		ps.release()
 		return nil, err
 	}
+	putFrame(buf, frame) // written in full: quic-go holds no reference to it
 	pend := &Pending{done: make(chan struct{})}
 	go func() {
 		pend.m, pend.err = c.await(context.Background(), corr, w)
