@@ -3,20 +3,9 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io/fs"
-	"math/big"
-	mrand "math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"felix/testbed/scenario"
 )
 
 // buildBinaries go-builds felix-broker and felix into dir and returns their paths.
@@ -62,93 +53,28 @@ func repoRoot(t *testing.T) string {
 	}
 }
 
-// freePorts picks a UDP port (QUIC) and a TCP port (HTTP) on 127.0.0.1 that are free now
-// and lie below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by
-// default). The broker is restarted on the same ports so the SDK's reconnects find it again;
-// a port from the ephemeral range (what ":0" hands out) can be taken between two starts by
-// any socket bound to ":0" — another phase's client, another package's test under `go test
-// ./...` — and the restart then fails with "address already in use" (seen in a CI-sized
-// run). Ports are never handed out twice by one test process.
+// freePorts picks one port of 127.0.0.1 free for UDP (QUIC) and TCP (HTTP), below the
+// kernel's ephemeral range (scenario.FreePort says why: a restart found its port taken by a
+// ":0" socket in a CI-sized run). The broker is restarted on the same ports.
 func freePorts(t *testing.T) (quicAddr, httpAddr string) {
 	t.Helper()
-	portMu.Lock()
-	defer portMu.Unlock()
-	low, high := portRange()
-	for range 1000 {
-		p := low + mrand.IntN(high-low)
-		if portsTaken[p] {
-			continue
-		}
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err != nil {
-			continue
-		}
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		u.Close()
-		if err != nil {
-			continue
-		}
-		l.Close()
-		portsTaken[p] = true
-		addr := fmt.Sprintf("127.0.0.1:%d", p)
-		return addr, addr
+	p, err := scenario.FreePort()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no free port in [%d, %d) after 1000 tries", low, high)
-	return "", ""
+	addr := fmt.Sprintf("127.0.0.1:%d", p)
+	return addr, addr
 }
 
-// portRange is where freePorts picks: the 12000 ports below the ephemeral range's start
-// (from /proc/sys/net/ipv4/ip_local_port_range; 32768 when unreadable), never below 1024.
-func portRange() (low, high int) {
-	high = 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > 2048 {
-				high = n
-			}
-		}
-	}
-	return max(1024, high-12000), high
-}
-
-var (
-	portMu     sync.Mutex
-	portsTaken = map[int]bool{}
-)
-
-// writeCert makes a self-signed ECDSA certificate for 127.0.0.1 and returns the PEM file
-// paths and the SHA-256 fingerprint of its DER (the pin every client uses). A fixed
-// certificate keeps the pin valid across restarts; the broker's own default makes a new
-// one at every start.
+// writeCert writes the broker's fixed certificate into dir (scenario.WriteCert: the pin
+// every client uses stays valid across restarts) and returns its files and fingerprint.
 func writeCert(t *testing.T, dir string) (certFile, keyFile, fingerprint string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := scenario.WriteCert(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "felix-e2e"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(der)
-	return certFile, keyFile, hex.EncodeToString(sum[:])
+	return c.CertFile, c.KeyFile, c.Fingerprint
 }
 
 // tailBuffer keeps the last max bytes of the broker logs for failure messages.
