@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"felix/testbed/scenario"
+	"felix/testbed/supervisor"
 )
 
 // buildBinaries go-builds felix-broker and felix into dir and returns their paths.
@@ -275,35 +275,13 @@ func (b *broker) sampleRSS(pid int, exited chan struct{}) {
 }
 
 func (b *broker) noteRSS(pid int) {
-	v, err := vmHWM(pid)
+	v, err := supervisor.PeakRSS(pid)
 	if err != nil {
 		return
 	}
 	b.mu.Lock()
 	b.peakRSS = max(b.peakRSS, v)
 	b.mu.Unlock()
-}
-
-// vmHWM returns the peak resident set size of pid in bytes (/proc/<pid>/status VmHWM).
-func vmHWM(pid int) (int64, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			fields := strings.Fields(rest)
-			if len(fields) != 2 || fields[1] != "kB" {
-				return 0, fmt.Errorf("VmHWM line %q", line)
-			}
-			kb, err := strconv.ParseInt(fields[0], 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
 }
 
 func (b *broker) stats() (starts, kills int, peak int64) {
