@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"felix/bench"
 	"felix/testbed/scenario"
 	"felix/testbed/supervisor"
 )
@@ -34,23 +35,14 @@ func buildBinaries(ctx context.Context, t *testing.T, dir string) (brokerBin, cl
 	return brokerBin, cliBin
 }
 
-// repoRoot walks up from the working directory to go.mod.
+// repoRoot is the module's root (bench.RepoRoot from the working directory).
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := bench.RepoRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the working directory")
-		}
-		dir = parent
-	}
+	return root
 }
 
 // freePorts picks one port of 127.0.0.1 free for UDP (QUIC) and TCP (HTTP), below the

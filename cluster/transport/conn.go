@@ -257,17 +257,9 @@ func (c *clientConn) forget(corr uint64) {
 // ErrInvalidNodeID, an encoding error (wrapping proto.ErrFrameTooLarge over the bound), or
 // ctx's error.
 func (p *Pool) Request(ctx context.Context, to Peer, req proto.InternalMessage) (proto.InternalMessage, error) {
-	buf := getFrame()
-	frame, err := encode(*buf, req, p.opts.MaxFrameBytes)
+	buf, frame, ps, err := p.admit(to, req)
 	if err != nil {
 		return nil, err
-	}
-	ps, err := p.peer(to)
-	if err != nil {
-		return nil, err
-	}
-	if !ps.acquire() {
-		return nil, fmt.Errorf("%w: %s", ErrShed, ps.nodeID)
 	}
 	defer ps.release()
 	c, err := ps.connection(ctx, to.Addr)
@@ -279,4 +271,23 @@ func (p *Pool) Request(ctx context.Context, to Peer, req proto.InternalMessage) 
 		putFrame(buf, frame) // after an error quic-go may still hold an unsent frame
 	}
 	return m, err
+}
+
+// admit is the start of every request, before anything is sent: encode req into a pooled
+// frame (bounded by MaxFrameBytes), find or add the peer, and take one of its in-flight
+// slots (ErrShed when none is free). The caller releases the slot.
+func (p *Pool) admit(to Peer, req proto.InternalMessage) (*[]byte, []byte, *peerState, error) {
+	buf := getFrame()
+	frame, err := encode(*buf, req, p.opts.MaxFrameBytes)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ps, err := p.peer(to)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if !ps.acquire() {
+		return nil, nil, nil, fmt.Errorf("%w: %s", ErrShed, ps.nodeID)
+	}
+	return buf, frame, ps, nil
 }

@@ -51,17 +51,9 @@ func (p *Pending) Wait(ctx context.Context) (proto.InternalMessage, error) {
 // last acknowledged batch. The request holds an in-flight slot of the peer until answered.
 // Errors before the send: those of Request plus ErrTooManyStreams (nothing was sent).
 func (p *Pool) Pipeline(ctx context.Context, to Peer, key OrderKey, req proto.InternalMessage) (*Pending, error) {
-	buf := getFrame()
-	frame, err := encode(*buf, req, p.opts.MaxFrameBytes)
+	buf, frame, ps, err := p.admit(to, req)
 	if err != nil {
 		return nil, err
-	}
-	ps, err := p.peer(to)
-	if err != nil {
-		return nil, err
-	}
-	if !ps.acquire() {
-		return nil, fmt.Errorf("%w: %s", ErrShed, ps.nodeID)
 	}
 	c, err := ps.connection(ctx, to.Addr)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"felix/bench"
 )
 
 // Markers around the README's tour; the lines between them (without the ``` fence) are
@@ -21,23 +23,14 @@ const (
 	tourEnd   = "<!-- tour:end -->"
 )
 
-// repoRoot walks up from the working directory to the directory holding go.mod.
+// repoRoot is the module's root (bench.RepoRoot from the working directory).
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := bench.RepoRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test's directory")
-		}
-		dir = parent
-	}
+	return root
 }
 
 // readmeTour returns the tour's command lines from README.md.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"felix/testbed/supervisor"
 )
 
 // pollInterval is how often LinkUp re-reads the link state while it waits.
@@ -22,16 +24,16 @@ const pollInterval = 10 * time.Millisecond
 func NewForTest(t testing.TB) *Namespace {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		skipOrFail(t, "network namespaces need root (euid %d)", os.Geteuid())
+		supervisor.SkipOrFail(t, "network namespaces need root (euid %d)", os.Geteuid())
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		skipOrFail(t, "iproute2's ip is not installed: %v", err)
+		supervisor.SkipOrFail(t, "iproute2's ip is not installed: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*CommandTimeout)
 	defer cancel()
 	n, err := New(ctx)
 	if err != nil && (strings.Contains(err.Error(), "not permitted") || strings.Contains(err.Error(), "denied")) {
-		skipOrFail(t, "ip netns refused: %v", err)
+		supervisor.SkipOrFail(t, "ip netns refused: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -42,14 +44,6 @@ func NewForTest(t testing.TB) *Namespace {
 		}
 	})
 	return n
-}
-
-func skipOrFail(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true: "+format, args...)
-	}
-	t.Skipf(format, args...)
 }
 
 // Wrap returns the command line that runs path with args inside the namespace: "ip" and

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"felix/bench"
 )
 
 // binDir holds the binaries the tests build once per test process.
@@ -59,23 +61,14 @@ func buildBin(t *testing.T, pkg string) string {
 // helperBin is testdata/helper.
 func helperBin(t *testing.T) string { return buildBin(t, "./testbed/supervisor/testdata/helper") }
 
-// moduleRoot walks up from the working directory to go.mod.
+// moduleRoot is the module's root (bench.RepoRoot from the working directory).
 func moduleRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := bench.RepoRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the working directory")
-		}
-		dir = parent
-	}
+	return root
 }
 
 // testCtx is a context bounded by d and by the test's end.
