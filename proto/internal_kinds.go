@@ -9,7 +9,8 @@ import (
 
 // Kind is the FLXI message discriminant (an enum, not flags). Numbers 10 and 16–24 are the
 // seed's (seeds/internal-protocol.txt); the rest were assigned once by this project
-// (spec/internal-protocol-kinds.md §2 PROPOSED column, plus 28 and 29 for §8.10) and are
+// (spec/internal-protocol-kinds.md §2 PROPOSED column, plus 28 and 29 for §8.10, and 30 and 31
+// for the idempotent-producer window's log) and are
 // recorded in docs/internal-protocol.md. Existing kinds' body layouts are frozen.
 type Kind uint16
 
@@ -45,6 +46,8 @@ const (
 	KindError                        Kind = 27
 	KindIdempotentForwardPublish     Kind = 28 // AuthorizedForwardPublish + producer_id + request_id (client §8.10)
 	KindForwardPublishDuplicate      Kind = 29 // ForwardPublishOk body; the batch was a duplicate
+	KindReplicateProducerRecords     Kind = 30 // ReplicateRecords body, Log = LogProducers
+	KindReplicateProducerBootstrap   Kind = 31 // ReplicateBootstrap body, Log = LogProducers
 )
 
 var kindNames = [...]string{
@@ -54,7 +57,8 @@ var kindNames = [...]string{
 	"ReplicateGroupRecords", "ReplicateGroupBootstrap", "ReplicateDeadLetterRecords",
 	"ReplicateDeadLetterBootstrap", "ReplicateCounterRecords", "ReplicateCounterBootstrap",
 	"AuthorizedForwardPublish", "AuthorizedForwardCacheOp", "ReplicateRebuild", "Fence", "FenceOk", "Error",
-	"IdempotentForwardPublish", "ForwardPublishDuplicate",
+	"IdempotentForwardPublish", "ForwardPublishDuplicate", "ReplicateProducerRecords",
+	"ReplicateProducerBootstrap",
 }
 
 // String returns the kind's name, or "Kind(n)" for an unknown kind.
@@ -106,24 +110,57 @@ const (
 	LogGroupCursors ReplicaLog = 2
 	LogDeadLetters  ReplicaLog = 3
 	LogCounters     ReplicaLog = 4
+	// LogProducers is a stream shard's idempotent-producer window (kinds 30/31),
+	// replicated so a promoted leader deduplicates before it serves.
+	LogProducers ReplicaLog = 5
+	// LogLast is the highest ReplicaLog this build knows.
+	LogLast = LogProducers
 )
 
-// RecordsKind returns the records kind shipping this log (9, 13, 16, 18, 20).
+var replicaLogNames = [...]string{"stream", "cache", "group-cursors", "dead-letters", "counters", "producers"}
+
+// String returns the log's name ("stream", "cache", "group-cursors",
+// "dead-letters", "counters", "producers") or "ReplicaLog(n)".
+func (l ReplicaLog) String() string {
+	if l.Valid() {
+		return replicaLogNames[l]
+	}
+	return "ReplicaLog(" + strconv.Itoa(int(l)) + ")"
+}
+
+// RecordsKind returns the records kind shipping this log (9, 13, 16, 18, 20, 30);
+// an invalid log has none (KindUnknownLog, which no decoder accepts).
 func (l ReplicaLog) RecordsKind() Kind {
+	if !l.Valid() {
+		return KindUnknownLog
+	}
 	return [...]Kind{KindReplicateRecords, KindReplicateCacheRecords, KindReplicateGroupRecords,
-		KindReplicateDeadLetterRecords, KindReplicateCounterRecords}[l%5]
+		KindReplicateDeadLetterRecords, KindReplicateCounterRecords, KindReplicateProducerRecords}[l]
 }
 
-// BootstrapKind returns the bootstrap kind for this log (10, 14, 17, 19, 21).
+// BootstrapKind returns the bootstrap kind for this log (10, 14, 17, 19, 21, 31);
+// an invalid log has none (KindUnknownLog).
 func (l ReplicaLog) BootstrapKind() Kind {
+	if !l.Valid() {
+		return KindUnknownLog
+	}
 	return [...]Kind{KindReplicateBootstrap, KindReplicateCacheBootstrap, KindReplicateGroupBootstrap,
-		KindReplicateDeadLetterBootstrap, KindReplicateCounterBootstrap}[l%5]
+		KindReplicateDeadLetterBootstrap, KindReplicateCounterBootstrap, KindReplicateProducerBootstrap}[l]
 }
 
-func (l ReplicaLog) valid() bool { return l <= LogCounters }
+// KindUnknownLog is what RecordsKind and BootstrapKind return for an invalid
+// ReplicaLog: a kind no build assigns, so encoding such a message fails to
+// decode on every peer instead of being remapped onto a real log.
+const KindUnknownLog Kind = 0xFFFF
+
+// Valid reports whether l is a log this build knows (0..LogLast); an invalid
+// value is an error wherever it appears, never remapped.
+func (l ReplicaLog) Valid() bool { return l <= LogLast }
+
+func (l ReplicaLog) valid() bool { return l.Valid() }
 
 func recordsLog(k Kind) (ReplicaLog, bool) {
-	for l := LogStream; l <= LogCounters; l++ {
+	for l := LogStream; l <= LogLast; l++ {
 		if l.RecordsKind() == k {
 			return l, true
 		}
@@ -132,7 +169,7 @@ func recordsLog(k Kind) (ReplicaLog, bool) {
 }
 
 func bootstrapLog(k Kind) (ReplicaLog, bool) {
-	for l := LogStream; l <= LogCounters; l++ {
+	for l := LogStream; l <= LogLast; l++ {
 		if l.BootstrapKind() == k {
 			return l, true
 		}

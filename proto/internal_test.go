@@ -49,7 +49,7 @@ func sampleInternal() map[Kind]InternalMessage {
 		&ifp,
 		&ForwardPublishDuplicate{CorrelationID: 129, FirstOffset: 10, LastOffset: 11},
 	}
-	for l := LogStream; l <= LogCounters; l++ {
+	for l := LogStream; l <= LogLast; l++ {
 		r := &ReplicateRecords{Log: l, CorrelationID: 200 + uint64(l), Shard: sh, Epoch: 4, FirstOffset: 50, Payloads: [][]byte{[]byte("x"), {}}}
 		r.Checksum = BatchChecksum(r.Payloads)
 		msgs = append(msgs, r, &ReplicateBootstrap{Log: l, CorrelationID: 300 + uint64(l), Shard: sh, Epoch: 4, BaseOffset: 20})
@@ -284,6 +284,21 @@ func TestSeedKindNumbers(t *testing.T) {
 		if uint16(k) != n {
 			t.Fatalf("%v = %d, seed says %d", k, k, n)
 		}
+	}
+	if KindReplicateProducerRecords != 30 || KindReplicateProducerBootstrap != 31 || LogProducers != 5 {
+		t.Fatal("producer-window kinds are assigned once (docs/internal-protocol.md)")
+	}
+	for l := LogStream; l <= LogLast; l++ {
+		if got, ok := recordsLog(l.RecordsKind()); !ok || got != l {
+			t.Fatalf("%v: records kind %v maps back to %v", l, l.RecordsKind(), got)
+		}
+		if got, ok := bootstrapLog(l.BootstrapKind()); !ok || got != l {
+			t.Fatalf("%v: bootstrap kind %v maps back to %v", l, l.BootstrapKind(), got)
+		}
+	}
+	if bad := LogLast + 1; bad.Valid() || bad.RecordsKind().Known() || bad.BootstrapKind().Known() ||
+		bad.String() != "ReplicaLog(6)" {
+		t.Fatal("an invalid ReplicaLog must stay invalid, never remapped")
 	}
 	if Kind(9999).String() != "Kind(9999)" || KindFence.String() != "Fence" {
 		t.Fatal("Kind.String")

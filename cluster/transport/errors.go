@@ -104,7 +104,7 @@ func Refusal(kind proto.Kind, corr uint64, code proto.InternalCode) proto.Intern
 	case proto.KindReplicateRebuild, proto.KindFence:
 		return &proto.ReplicateError{CorrelationID: corr, Code: code}
 	}
-	for l := proto.LogStream; l <= proto.LogCounters; l++ {
+	for l := proto.LogStream; l <= proto.LogLast; l++ {
 		if kind == l.RecordsKind() || kind == l.BootstrapKind() {
 			return &proto.ReplicateError{CorrelationID: corr, Code: code}
 		}
