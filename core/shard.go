@@ -362,3 +362,19 @@ func (s *streamShard) tryClose() {
 	}
 	pc.done <- err
 }
+
+// openShard opens shard index of spec's stream on c with the stream's own
+// log options (StreamSpec retention and SyncOnCommit; streamOptionsDisk) and,
+// when the stream sets a retention bound, makes sure c's retention timer
+// runs (Config.RetentionInterval) even if the engine sets none.
+func (c *core) openShard(spec *StreamSpec, index int) (*streamShard, error) {
+	if d, ok := c.disk.(streamOptionsDisk); ok && spec.Durable {
+		d.setStreamOptions(spec.Name, spec.logOptions())
+		defer d.setStreamOptions(spec.Name, nil)
+	}
+	s, err := c.openStreamShard(spec, index)
+	if err == nil && spec.Durable && spec.hasRetention() {
+		c.scheduleRetention()
+	}
+	return s, err
+}
