@@ -4,6 +4,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"felix/proto"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/quic-go/quic-go"
 )
 
@@ -34,6 +36,7 @@ type Options struct {
 	HandshakeTimeout  time.Duration // QUIC handshake and the wait for Hello [5 s]
 	IdleTimeout       time.Duration // a connection with no traffic closes [60 s]
 	Logger            *slog.Logger  // [slog.Default()]
+	Metrics           *metrics.Set  // the felix_internal_listener_* series (metrics.go) [a private set]
 }
 
 func (o Options) withDefaults() Options {
@@ -58,6 +61,9 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.NewSet()
+	}
 	return o
 }
 
@@ -77,9 +83,11 @@ type Listener struct {
 	udp    *net.UDPConn
 	tr     *quic.Transport
 	ql     *quic.Listener
+	m      *listenerMetrics
 	active atomic.Int64
 	wg     sync.WaitGroup
 	once   sync.Once
+	stop   sync.Once // StopAccepting
 
 	mu     sync.Mutex
 	conns  map[*quic.Conn]struct{}
@@ -102,13 +110,23 @@ func Listen(addr string, creds *Credentials, opts Options) (*Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport: listen %q: %w", addr, err)
 	}
+	m := newListenerMetrics(opts.Metrics)
+	tlsConf := creds.ServerTLS()
+	forClient := tlsConf.GetConfigForClient
+	tlsConf.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		conf, err := forClient(hello)
+		if err != nil {
+			m.refused[refusedALPN].Inc()
+		}
+		return conf, err
+	}
 	tr := &quic.Transport{Conn: udp}
-	ql, err := tr.Listen(creds.ServerTLS(), opts.quicConfig())
+	ql, err := tr.Listen(tlsConf, opts.quicConfig())
 	if err != nil {
 		udp.Close()
 		return nil, fmt.Errorf("transport: quic listen %q: %w", addr, err)
 	}
-	return &Listener{creds: creds, opts: opts, udp: udp, tr: tr, ql: ql, conns: map[*quic.Conn]struct{}{}}, nil
+	return &Listener{creds: creds, opts: opts, udp: udp, tr: tr, ql: ql, m: m, conns: map[*quic.Conn]struct{}{}}, nil
 }
 
 // Addr is the bound UDP address.
@@ -131,6 +149,7 @@ func (l *Listener) Serve(ctx context.Context, h Handler) error {
 		}
 		if l.active.Add(1) > int64(l.opts.MaxConnections) {
 			l.active.Add(-1)
+			l.m.refused[refusedLimit].Inc()
 			_ = qc.CloseWithError(CodeOverload, "connection limit")
 			continue
 		}
@@ -165,6 +184,15 @@ func (l *Listener) untrack(qc *quic.Conn) {
 	l.mu.Unlock()
 }
 
+// StopAccepting closes the QUIC listener only: new connections are refused while the
+// connections being served carry on (and Serve keeps waiting for them) until Close. The
+// first step of a drain. Idempotent.
+func (l *Listener) StopAccepting() error {
+	var err error
+	l.stop.Do(func() { err = l.ql.Close() })
+	return err
+}
+
 // Close stops accepting, closes every connection with CONNECTION_CLOSE (CodeNoError,
 // "shutdown": the peers' waiters fail at once) and the socket. Idempotent.
 func (l *Listener) Close() error {
@@ -176,7 +204,7 @@ func (l *Listener) Close() error {
 			_ = qc.CloseWithError(CodeNoError, "shutdown")
 		}
 		l.mu.Unlock()
-		err = l.ql.Close()
+		err = l.StopAccepting()
 		if terr := l.tr.Close(); err == nil {
 			err = terr
 		}
@@ -188,15 +216,20 @@ func (l *Listener) Close() error {
 }
 
 func (l *Listener) serveConn(ctx context.Context, qc *quic.Conn, h Handler) {
+	// The handlers' ctx ends with the connection (cancel runs before wg.Wait), so a handler
+	// waiting on it does not hold up Close.
 	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer cancel()
 	first, peer, err := l.hello(ctx, qc)
 	if err != nil {
 		l.opts.Logger.Debug("internal: handshake refused", "remote", qc.RemoteAddr().String(), "err", err)
 		return
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	l.m.accepted.Inc()
+	l.m.active.Inc()
+	defer l.m.active.Dec()
 	serve := func(s *quic.Stream) {
 		defer wg.Done()
 		l.serveStream(ctx, qc, s, peer, h)
@@ -222,23 +255,29 @@ func (l *Listener) hello(ctx context.Context, qc *quic.Conn) (*quic.Stream, stri
 	defer cancel()
 	s, err := qc.AcceptStream(hctx)
 	if err != nil {
-		_ = qc.CloseWithError(CodeMalformed, "no Hello")
+		l.refuse(qc, refusedHello, CodeMalformed, "no Hello")
 		return nil, "", err
 	}
 	_ = s.SetReadDeadline(time.Now().Add(l.opts.HandshakeTimeout))
-	m, _, _, _, err := readMessage(s, nil, l.opts.MaxFrameBytes, "")
+	m, body, _, _, err := readMessage(s, nil, l.opts.MaxFrameBytes, "")
+	l.m.received.Add(proto.InternalHeaderSize + len(body))
 	if err != nil {
-		_ = qc.CloseWithError(CloseCode(err), "bad Hello frame")
+		reason := refusedHello
+		if CloseCode(err) == CodeProtocolVersion {
+			reason = refusedVersion
+		}
+		l.refuse(qc, reason, CloseCode(err), "bad Hello frame")
 		return nil, "", err
 	}
 	_ = s.SetReadDeadline(time.Time{})
 	hello, ok := m.(*proto.Hello)
 	if !ok {
-		_ = qc.CloseWithError(CodeMalformed, "first frame is not Hello")
+		l.refuse(qc, refusedHello, CodeMalformed, "first frame is not Hello")
 		return nil, "", fmt.Errorf("transport: first frame is %v, not Hello", m.Kind())
 	}
 	claimed := string(hello.NodeID)
 	if err := l.checkPeer(qc, claimed); err != nil {
+		l.m.refused[refusedUnauthorized].Inc()
 		l.refuseHello(ctx, qc, s, hello.CorrelationID)
 		return nil, "", err
 	}
@@ -250,7 +289,14 @@ func (l *Listener) hello(ctx context.Context, qc *quic.Conn) (*quic.Stream, stri
 		_ = qc.CloseWithError(CodeMalformed, "HelloOk not written")
 		return nil, "", err
 	}
+	l.m.sent.Add(len(frame))
 	return s, strings.ToLower(claimed), nil
+}
+
+// refuse counts a connection refused during Hello under reason and closes it with code.
+func (l *Listener) refuse(qc *quic.Conn, reason string, code quic.ApplicationErrorCode, why string) {
+	l.m.refused[reason].Inc()
+	_ = qc.CloseWithError(code, why)
 }
 
 func (l *Listener) checkPeer(qc *quic.Conn, claimed string) error {
@@ -289,6 +335,9 @@ func (l *Listener) serveStream(ctx context.Context, qc *quic.Conn, s *quic.Strea
 	var buf, out []byte
 	for {
 		m, body, corr, ok, err := readMessage(s, buf, l.opts.MaxFrameBytes, peer)
+		if body != nil {
+			l.m.received.Add(proto.InternalHeaderSize + len(body))
+		}
 		if body != nil && cap(body) <= int(l.opts.MaxFrameBytes) && cap(body) <= 1<<20 {
 			buf = body[:0] // keep buffers up to 1 MiB for the next frame
 		}
@@ -306,29 +355,40 @@ func (l *Listener) serveStream(ctx context.Context, qc *quic.Conn, s *quic.Strea
 			s.CancelRead(StreamMalformed)
 			return
 		}
+		l.m.sent.Add(len(out))
 	}
 }
 
 func (l *Listener) answer(ctx context.Context, peer string, m proto.InternalMessage, h Handler) proto.InternalMessage {
 	switch m := m.(type) {
 	case *proto.Unknown:
+		l.m.unknown.Inc()
+		l.m.unsupported.Inc()
 		return &proto.UnsupportedKind{CorrelationID: m.CorrelationID, RefusedKind: m.RawKind}
 	case *proto.Hello:
+		l.m.request(proto.KindHello)
 		return &proto.InternalError{CorrelationID: m.CorrelationID, Code: proto.InternalMalformed}
 	}
-	if a := h(ctx, peer, m); a != nil {
-		return a
+	l.m.request(m.Kind())
+	a := h(ctx, peer, m)
+	if a == nil {
+		return Refusal(m.Kind(), m.Correlation(), proto.InternalUnavailable)
 	}
-	return Refusal(m.Kind(), m.Correlation(), proto.InternalUnavailable)
+	if a.Kind() == proto.KindUnsupportedKind {
+		l.m.unsupported.Inc()
+	}
+	return a
 }
 
 func (l *Listener) streamError(qc *quic.Conn, s *quic.Stream, peer string, err error, corr uint64, ok bool) {
 	var fe *FrameError
 	switch {
 	case errors.As(err, &fe) && fe.Fatal:
+		l.m.malformedC.Inc()
 		l.opts.Logger.Warn("internal: fatal frame; closing the connection", "peer", peer, "err", err)
 		_ = qc.CloseWithError(CloseCode(err), "fatal frame")
 	case errors.As(err, &fe) && ok:
+		l.m.malformedS.Inc()
 		l.opts.Logger.Warn("internal: malformed frame; closing the stream", "peer", peer, "err", err)
 		if frame, eerr := encode(nil, Refusal(fe.Kind, corr, proto.InternalMalformed), l.opts.MaxFrameBytes); eerr == nil {
 			_, _ = s.Write(frame)
@@ -337,6 +397,10 @@ func (l *Listener) streamError(qc *quic.Conn, s *quic.Stream, peer string, err e
 		_ = s.Close()
 	case errors.Is(err, io.EOF):
 		_ = s.Close()
+	case errors.As(err, &fe): // a body too short to carry a correlation id: nothing to answer on
+		l.m.malformedS.Inc()
+		s.CancelRead(StreamMalformed)
+		s.CancelWrite(StreamMalformed)
 	default:
 		s.CancelRead(StreamMalformed)
 		s.CancelWrite(StreamMalformed)
