@@ -79,11 +79,12 @@ func (l *Log) view(off uint64) *segView {
 // cap, or fn returns false. Non-data records (generation start, commit
 // markers) take offsets but are not delivered.
 func (c *readCursor) read(from, limit uint64, maxBytes int, fn func(off uint64, ts int64, payload []byte) bool) error {
-	return c.readRecords(from, limit, maxBytes, func(r *Record) bool { return fn(r.Offset, r.TimestampMicros, r.Payload) })
+	return c.readRecords(from, limit, maxBytes, false, func(r *Record) bool { return fn(r.Offset, r.TimestampMicros, r.Payload) })
 }
 
-// readRecords is read delivering whole data records (with a v6 publisher).
-func (c *readCursor) readRecords(from, limit uint64, maxBytes int, fn func(r *Record) bool) error {
+// readRecords is read delivering whole data records (with a v6 publisher);
+// raw delivers every stored record, generation starts and commit markers too.
+func (c *readCursor) readRecords(from, limit uint64, maxBytes int, raw bool, fn func(r *Record) bool) error {
 	var out Record // reused for every record: no per-record allocation
 	l := c.l
 	if oldest := l.earliest.Load(); from < oldest {
@@ -116,7 +117,7 @@ func (c *readCursor) readRecords(from, limit uint64, maxBytes int, fn func(r *Re
 				return true
 			}
 			from = h.offset + 1
-			if h.kind != KindData {
+			if h.kind != KindData && !raw {
 				return true
 			}
 			pub, payload, _ := splitBody(rec[sc.hl:], h)
@@ -172,7 +173,19 @@ func (l *Log) ReadRecords(from uint64, maxBytes int, fn func(r *Record) bool) er
 	if l.closed {
 		return ErrClosed
 	}
-	return l.core.readRecords(from, l.committed.Load(), maxBytes, fn)
+	return l.core.readRecords(from, l.committed.Load(), maxBytes, false, fn)
+}
+
+// ReadRaw is ReadRecords delivering every stored record as the log holds it,
+// whatever its kind: offset, kind (KindData, KindGenerationStart,
+// KindCommitMarker), timestamp (µs), publisher and payload — what replication
+// ships and AppendAt stores verbatim. Same bounds (CommittedOffset), limits
+// (maxBytes of payload, MaxRecordsPerRead) and errors as Read.
+func (l *Log) ReadRaw(from uint64, maxBytes int, fn func(r *Record) bool) error {
+	if l.closed {
+		return ErrClosed
+	}
+	return l.core.readRecords(from, l.committed.Load(), maxBytes, true, fn)
 }
 
 // Reader reads a log from any goroutine, up to the log's CommittedOffset, with
@@ -198,7 +211,14 @@ func (r *Reader) Read(from uint64, maxBytes int, fn func(off uint64, ts int64, p
 func (r *Reader) ReadRecords(from uint64, maxBytes int, fn func(rec *Record) bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.c.readRecords(from, r.c.l.committed.Load(), maxBytes, fn)
+	return r.c.readRecords(from, r.c.l.committed.Load(), maxBytes, false, fn)
+}
+
+// ReadRaw is Log.ReadRaw for other goroutines.
+func (r *Reader) ReadRaw(from uint64, maxBytes int, fn func(rec *Record) bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.c.readRecords(from, r.c.l.committed.Load(), maxBytes, true, fn)
 }
 
 // CommittedOffset is the log's committed offset (see Log.CommittedOffset).
