@@ -27,8 +27,8 @@ func (s *session) handleExtension(m proto.Message) bool {
 			ttl = cache.TTLMillis(int64(*m.TTLMs))
 		}
 		name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
-		s.cacheCall(name, id, func() error {
-			return s.h.s.engine.CachePut(name, []byte(m.Key), m.Value, ttl, func(err error) {
+		s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
+			return s.h.s.engine.CachePut(name, shard, key, m.Value, ttl, func(err error) {
 				defer s.opDone()
 				switch {
 				case err != nil:
@@ -45,8 +45,8 @@ func (s *session) handleExtension(m proto.Message) bool {
 			return true
 		}
 		name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
-		s.cacheCall(name, id, func() error {
-			return s.h.s.engine.CacheGet(name, []byte(m.Key), func(value []byte, found bool, err error) {
+		s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
+			return s.h.s.engine.CacheGet(name, shard, key, func(value []byte, found bool, err error) {
 				defer s.opDone()
 				if err != nil {
 					s.cacheError(err, id)
@@ -60,8 +60,8 @@ func (s *session) handleExtension(m proto.Message) bool {
 			return true
 		}
 		name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
-		s.cacheCall(name, id, func() error {
-			return s.h.s.engine.CacheDelete(name, []byte(m.Key), func(value []byte, found bool, err error) {
+		s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
+			return s.h.s.engine.CacheDelete(name, shard, key, func(value []byte, found bool, err error) {
 				defer s.opDone()
 				if err != nil {
 					s.cacheError(err, id)
@@ -75,16 +75,16 @@ func (s *session) handleExtension(m proto.Message) bool {
 			return true
 		}
 		name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
-		s.cacheCall(name, id, func() error {
-			return s.h.s.engine.CounterAdd(name, []byte(m.Key), m.Delta, s.counterAnswer(m.TenantID, m.Namespace, m.Cache, m.Key, id))
+		s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
+			return s.h.s.engine.CounterAdd(name, shard, key, m.Delta, s.counterAnswer(m.TenantID, m.Namespace, m.Cache, m.Key, id))
 		})
 	case *proto.CounterGet:
 		if !s.cacheAllowed(auth.ActionCacheRead, m.TenantID, m.Namespace, m.Cache, m.RequestID) {
 			return true
 		}
 		name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
-		s.cacheCall(name, id, func() error {
-			return s.h.s.engine.CounterGet(name, []byte(m.Key), s.counterAnswer(m.TenantID, m.Namespace, m.Cache, m.Key, id))
+		s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
+			return s.h.s.engine.CounterGet(name, shard, key, s.counterAnswer(m.TenantID, m.Namespace, m.Cache, m.Key, id))
 		})
 	default:
 		return s.handleGroup(m)
@@ -116,15 +116,22 @@ func (s *session) cacheAllowed(action auth.Action, t, ns, c string, id *uint64) 
 	return true
 }
 
-// cacheCall runs one engine call, counting it in flight until its callback ran; a refusal
-// at submit (unknown cache, full inbox) is answered at once.
-// With FELIX_AUTO_CREATE an unknown cache is created and the call retried once.
-func (s *session) cacheCall(name core.CacheName, id *uint64, call func() error) {
+// cacheCall runs one engine call on key's shard (core.Engine.RouteCache), counting it in
+// flight until its callback ran; a refusal at submit (unknown cache, full inbox) is answered
+// at once. With FELIX_AUTO_CREATE an unknown cache is created and the call retried once.
+func (s *session) cacheCall(name core.CacheName, key []byte, id *uint64, call func(shard int, key []byte) error) {
 	s.inflight.Add(1)
 	s.h.s.inflight.Add(1)
-	err := call()
+	routed := func() error {
+		shard, err := s.h.s.engine.RouteCache(name, key)
+		if err != nil {
+			return err
+		}
+		return call(shard, key)
+	}
+	err := routed()
 	if errors.Is(err, core.ErrNotFound) && s.h.s.cfg.AutoCreate && s.h.s.autoCreateCache(name) == nil {
-		err = call()
+		err = routed()
 	}
 	if err != nil {
 		s.opDone()

@@ -59,9 +59,9 @@ func (s *session) handleWatch(m proto.Message) bool {
 		} else if m.Key != nil {
 			req.Key = []byte(*m.Key)
 		}
-		cw, err := s.h.s.engine.CacheWatch(req)
+		cw, err := s.cacheWatch(req)
 		if errors.Is(err, core.ErrNotFound) && s.h.s.cfg.AutoCreate && s.h.s.autoCreateCache(req.Cache) == nil {
-			cw, err = s.h.s.engine.CacheWatch(req)
+			cw, err = s.cacheWatch(req)
 		}
 		if err != nil {
 			s.h.subs.Add(-1)
@@ -130,4 +130,18 @@ func (h *connHandler) watchPump(cw *core.CacheWatcher, events *quic.SendStream) 
 		}
 		h.s.m.eventFrames.Inc()
 	}
+}
+
+// cacheWatch starts a watch on the shard its key routes to (core.Engine.RouteCache), or on
+// every shard for a prefix watch.
+func (s *session) cacheWatch(req core.CacheWatchRequest) (*core.CacheWatcher, error) {
+	req.Shard = core.AllCacheShards
+	if !req.Prefix {
+		shard, err := s.h.s.engine.RouteCache(req.Cache, req.Key)
+		if err != nil {
+			return nil, err
+		}
+		req.Shard = shard
+	}
+	return s.h.s.engine.CacheWatch(req)
 }

@@ -262,11 +262,19 @@ func (e *Engine) ListCaches() []CacheSpec {
 	return out
 }
 
-// cacheShardFor returns the shard owning key. Errors: ErrNotFound.
-func (e *Engine) cacheShardFor(name CacheName, key []byte) (*cacheShard, error) {
+// cacheShardAt returns shard of the cache, checking that key belongs to
+// it. Errors: ErrNotFound (no such cache, shard out of range), ErrInvalid.
+func (e *Engine) cacheShardAt(name CacheName, shard int, key []byte) (*cacheShard, error) {
 	meta := e.lookupCache(name)
 	if meta == nil {
 		return nil, fmt.Errorf("%w: cache %s", ErrNotFound, name)
 	}
-	return meta.shards[cache.ShardOf(key, uint32(len(meta.shards)))], nil
+	n := len(meta.shards)
+	if shard < 0 || shard >= n {
+		return nil, fmt.Errorf("%w: cache %s has no shard %d", ErrNotFound, name, shard)
+	}
+	if want := int(cache.ShardOf(key, uint32(n))); want != shard {
+		return nil, fmt.Errorf("%w: cache %s: the key is on shard %d, not %d", ErrInvalid, name, want, shard)
+	}
+	return meta.shards[shard], nil
 }

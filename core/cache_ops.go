@@ -1,10 +1,11 @@
 package core
 
 // Cache operations (the overview of caches is at the top of cache_catalog.go):
-// the Engine methods CachePut, CacheGet, CacheDelete, CounterAdd and
-// CounterGet, each posted as an inbox message to the core owning the key's
-// shard, applied there to the shard's state machine and answered once its
-// records are committed; and the mapping of cache errors onto the engine's.
+// RouteCache, which gives a key's shard, and the Engine methods CachePut,
+// CacheGet, CacheDelete, CounterAdd and CounterGet, which take that resolved
+// shard, each posted as an inbox message to the core owning the shard,
+// applied there to the shard's state machine and answered once its records
+// are committed; and the mapping of cache errors onto the engine's.
 
 import (
 	"errors"
@@ -23,10 +24,29 @@ type cacheShardOp interface {
 // cacheAnswerer is an operation waiting for its records' commit.
 type cacheAnswerer interface{ answer(err error) }
 
-// postCache posts op to the core owning key's shard. Errors: ErrNotFound,
-// ErrOverloaded, ErrClosed.
-func (e *Engine) postCache(name CacheName, key []byte, bind func(*cacheShard) cacheShardOp) error {
-	cs, err := e.cacheShardFor(name, key)
+// RouteCache returns the shard, in [0, shards of the cache), that owns key
+// in the cache named name: cache.ShardOf(key, shards), FNV-1a 64 of the key
+// then jump consistent hash (docs/cache.md; the mapping is part of a durable
+// cache's stored meaning and never changes). It reads only the catalog.
+// Callers resolve the shard with RouteCache and hand it to CachePut,
+// CacheGet, CacheDelete, CounterAdd, CounterGet and CacheWatchRequest.Shard.
+// Errors: ErrNotFound (no such cache), ErrClosed.
+func (e *Engine) RouteCache(name CacheName, key []byte) (shard int, err error) {
+	if e.closed.Load() {
+		return 0, ErrClosed
+	}
+	meta := e.lookupCache(name)
+	if meta == nil {
+		return 0, fmt.Errorf("%w: cache %s", ErrNotFound, name)
+	}
+	return int(cache.ShardOf(key, uint32(len(meta.shards)))), nil
+}
+
+// postCache posts op to the core owning shard of the cache, once key is
+// known to belong to it. Errors: ErrNotFound (no such cache, or shard out
+// of range), ErrInvalid (key is not on shard), ErrOverloaded, ErrClosed.
+func (e *Engine) postCache(name CacheName, shard int, key []byte, bind func(*cacheShard) cacheShardOp) error {
+	cs, err := e.cacheShardAt(name, shard, key)
 	if err != nil {
 		return err
 	}
@@ -34,15 +54,17 @@ func (e *Engine) postCache(name CacheName, key []byte, bind func(*cacheShard) ca
 }
 
 // CachePut stores value under key with ttl (cache.NoTTL = no expiry) in the
-// cache (spec/client-protocol.md §6 cache_put). key and value are read on
+// cache (spec/client-protocol.md §6 cache_put), on shard, which must be
+// RouteCache(name, key) (the engine does not route). key and value are read on
 // the core: the caller keeps them unchanged until done runs. done runs on
 // the core after the put record is committed and must not block. A lost
 // answer is cache.ErrIndeterminate for the caller, never a silent re-send.
-// Errors (here or in done): ErrNotFound, ErrOverloaded, ErrClosed,
+// Errors (here or in done): ErrNotFound (no such cache, shard out of
+// range, or deleted meantime), ErrInvalid (key not on shard), ErrOverloaded, ErrClosed,
 // ErrStorageFailed-wrapped, and the cache errors (cache.ErrZeroTTL,
 // cache.ErrNegativeTTL, cache.ErrKeyTooLarge, ... wrapped in ErrInvalid).
-func (e *Engine) CachePut(name CacheName, key, value []byte, ttl cache.TTL, done func(error)) error {
-	return e.postCache(name, key, func(cs *cacheShard) cacheShardOp {
+func (e *Engine) CachePut(name CacheName, shard int, key, value []byte, ttl cache.TTL, done func(error)) error {
+	return e.postCache(name, shard, key, func(cs *cacheShard) cacheShardOp {
 		return &cachePutOp{shard: cs, key: key, value: value, ttl: ttl, done: done}
 	})
 }
@@ -51,8 +73,8 @@ func (e *Engine) CachePut(name CacheName, key, value []byte, ttl cache.TTL, done
 // copy of the value and found (an empty value is found; found = false is the
 // wire's null), after every earlier write of the shard is committed. Safe
 // to re-send. Errors as CachePut.
-func (e *Engine) CacheGet(name CacheName, key []byte, done func(value []byte, found bool, err error)) error {
-	return e.postCache(name, key, func(cs *cacheShard) cacheShardOp {
+func (e *Engine) CacheGet(name CacheName, shard int, key []byte, done func(value []byte, found bool, err error)) error {
+	return e.postCache(name, shard, key, func(cs *cacheShard) cacheShardOp {
 		return &cacheReadOp{shard: cs, key: key, done: done}
 	})
 }
@@ -60,8 +82,8 @@ func (e *Engine) CacheGet(name CacheName, key []byte, done func(value []byte, fo
 // CacheDelete removes key and hands done a copy of the value it removed
 // (spec/client-protocol.md §8.1; found = false is null). Safe to re-send.
 // Errors as CachePut.
-func (e *Engine) CacheDelete(name CacheName, key []byte, done func(value []byte, found bool, err error)) error {
-	return e.postCache(name, key, func(cs *cacheShard) cacheShardOp {
+func (e *Engine) CacheDelete(name CacheName, shard int, key []byte, done func(value []byte, found bool, err error)) error {
+	return e.postCache(name, shard, key, func(cs *cacheShard) cacheShardOp {
 		return &cacheReadOp{shard: cs, key: key, delete: true, done: done}
 	})
 }
@@ -69,16 +91,16 @@ func (e *Engine) CacheDelete(name CacheName, key []byte, done func(value []byte,
 // CounterAdd adds delta to the counter key and hands done the new sum
 // (spec/client-protocol.md §8.2). Not safe to re-send (cache.SafeToResend).
 // Errors as CachePut, plus cache.ErrCounterOverflow and cache.ErrCapacity.
-func (e *Engine) CounterAdd(name CacheName, key []byte, delta int64, done func(sum int64, err error)) error {
-	return e.postCache(name, key, func(cs *cacheShard) cacheShardOp {
+func (e *Engine) CounterAdd(name CacheName, shard int, key []byte, delta int64, done func(sum int64, err error)) error {
+	return e.postCache(name, shard, key, func(cs *cacheShard) cacheShardOp {
 		return &counterOp{shard: cs, key: key, delta: delta, add: true, done: done}
 	})
 }
 
 // CounterGet hands done the counter's sum (0 when it does not exist).
 // Errors as CachePut.
-func (e *Engine) CounterGet(name CacheName, key []byte, done func(sum int64, err error)) error {
-	return e.postCache(name, key, func(cs *cacheShard) cacheShardOp {
+func (e *Engine) CounterGet(name CacheName, shard int, key []byte, done func(sum int64, err error)) error {
+	return e.postCache(name, shard, key, func(cs *cacheShard) cacheShardOp {
 		return &counterOp{shard: cs, key: key, done: done}
 	})
 }

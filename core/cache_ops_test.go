@@ -45,7 +45,7 @@ func createCache(t *testing.T, h *harness, shards int, durable bool) {
 func cachePut(t *testing.T, h *harness, key, value string, ttl cache.TTL) *cacheReply {
 	t.Helper()
 	r := &cacheReply{}
-	if err := h.e.CachePut(testCache, []byte(key), []byte(value), ttl, r.put); err != nil {
+	if err := h.e.CachePut(testCache, keyShard(h.e, testCache, []byte(key)), []byte(key), []byte(value), ttl, r.put); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -54,7 +54,7 @@ func cachePut(t *testing.T, h *harness, key, value string, ttl cache.TTL) *cache
 func cacheGet(t *testing.T, h *harness, key string) *cacheReply {
 	t.Helper()
 	r := &cacheReply{}
-	if err := h.e.CacheGet(testCache, []byte(key), r.get); err != nil {
+	if err := h.e.CacheGet(testCache, keyShard(h.e, testCache, []byte(key)), []byte(key), r.get); err != nil {
 		t.Fatal(err)
 	}
 	h.step(3)
@@ -89,7 +89,7 @@ func TestCacheOpsAnswerAfterCommit(t *testing.T) {
 		t.Fatalf("miss read as %v %v", r.value, r.found)
 	}
 	del := &cacheReply{}
-	if err := h.e.CacheDelete(testCache, []byte("e"), del.get); err != nil {
+	if err := h.e.CacheDelete(testCache, keyShard(h.e, testCache, []byte("e")), []byte("e"), del.get); err != nil {
 		t.Fatal(err)
 	}
 	h.step(3)
@@ -100,7 +100,7 @@ func TestCacheOpsAnswerAfterCommit(t *testing.T) {
 
 func TestCacheOpsErrors(t *testing.T) {
 	h := newHarness(t, 1, newFakeStore(), nil)
-	if err := h.e.CachePut(testCache, []byte("k"), nil, cache.NoTTL, func(error) {}); !errors.Is(err, ErrNotFound) {
+	if err := h.e.CachePut(testCache, keyShard(h.e, testCache, []byte("k")), []byte("k"), nil, cache.NoTTL, func(error) {}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown cache: %v", err)
 	}
 	createCache(t, h, 1, false)
@@ -110,8 +110,8 @@ func TestCacheOpsErrors(t *testing.T) {
 		t.Fatalf("zero ttl: %v", zero.err)
 	}
 	add := &cacheReply{}
-	h.e.CounterAdd(testCache, []byte("c"), 1<<62, add.counter)
-	h.e.CounterAdd(testCache, []byte("c"), 1<<62, add.counter)
+	h.e.CounterAdd(testCache, keyShard(h.e, testCache, []byte("c")), []byte("c"), 1<<62, add.counter)
+	h.e.CounterAdd(testCache, keyShard(h.e, testCache, []byte("c")), []byte("c"), 1<<62, add.counter)
 	h.step(2)
 	if add.calls != 2 || !errors.Is(add.err, cache.ErrCounterOverflow) {
 		t.Fatalf("overflow: %+v", add)
@@ -179,7 +179,7 @@ func BenchmarkEngineCacheGet(b *testing.B) {
 	done := make(chan error, 256)
 	for i := range keys {
 		keys[i] = []byte(fmt.Sprintf("user:%08d", i))
-		e.CachePut(testCache, keys[i], value, cache.NoTTL, func(err error) { done <- err })
+		e.CachePut(testCache, keyShard(e, testCache, keys[i]), keys[i], value, cache.NoTTL, func(err error) { done <- err })
 		if err := <-done; err != nil {
 			b.Fatal(err)
 		}
@@ -190,7 +190,7 @@ func BenchmarkEngineCacheGet(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		window <- struct{}{}
-		for e.CacheGet(testCache, keys[i&4095], answered) != nil { // inbox full: retry
+		for e.CacheGet(testCache, keyShard(e, testCache, keys[i&4095]), keys[i&4095], answered) != nil { // inbox full: retry
 			runtime.Gosched()
 		}
 	}

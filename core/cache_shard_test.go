@@ -23,9 +23,9 @@ func TestCacheRestartRecovery(t *testing.T) {
 	cachePut(t, h, "empty", "", cache.NoTTL)
 	add := &cacheReply{}
 	for range 5 {
-		h.e.CounterAdd(testCache, []byte("hits"), 3, add.counter)
+		h.e.CounterAdd(testCache, keyShard(h.e, testCache, []byte("hits")), []byte("hits"), 3, add.counter)
 	}
-	h.e.CounterAdd(testCache, []byte("hits"), -1, add.counter)
+	h.e.CounterAdd(testCache, keyShard(h.e, testCache, []byte("hits")), []byte("hits"), -1, add.counter)
 	h.step(3)
 	if add.sum != 14 || add.err != nil {
 		t.Fatalf("sum %d, %v", add.sum, add.err)
@@ -49,7 +49,7 @@ func TestCacheRestartRecovery(t *testing.T) {
 		t.Fatal("restart restarted the ttl clock")
 	}
 	got := &cacheReply{}
-	h2.e.CounterGet(testCache, []byte("hits"), got.counter)
+	h2.e.CounterGet(testCache, keyShard(h2.e, testCache, []byte("hits")), []byte("hits"), got.counter)
 	h2.step(3)
 	if got.sum != 14 {
 		t.Fatalf("counter after restart %d", got.sum)
@@ -121,7 +121,7 @@ func TestCacheCompactionOnTheCore(t *testing.T) {
 	add := &cacheReply{}
 	for i := range 300 {
 		cachePut(t, h, []string{"a", "b", "c"}[i%3], string(rune('0'+i%10)), cache.NoTTL)
-		h.e.CounterAdd(testCache, []byte("n"), 1, add.counter)
+		h.e.CounterAdd(testCache, keyShard(h.e, testCache, []byte("n")), []byte("n"), 1, add.counter)
 		h.step(2)
 	}
 	if add.sum != 300 || add.err != nil {
@@ -140,7 +140,7 @@ func TestCacheCompactionOnTheCore(t *testing.T) {
 		}
 	}
 	got := &cacheReply{}
-	h2.e.CounterGet(testCache, []byte("n"), got.counter)
+	h2.e.CounterGet(testCache, keyShard(h2.e, testCache, []byte("n")), []byte("n"), got.counter)
 	h2.step(3)
 	if got.sum != 300 {
 		t.Fatalf("counter %d after compaction and restart", got.sum)
@@ -163,8 +163,8 @@ func TestCacheOnSeglogSurvivesRestart(t *testing.T) {
 	}
 	e := open()
 	errs := make(chan error, 2)
-	e.CachePut(testCache, []byte("k"), []byte("durable"), cache.NoTTL, func(err error) { errs <- err })
-	e.CounterAdd(testCache, []byte("n"), 41, func(_ int64, err error) { errs <- err })
+	e.CachePut(testCache, keyShard(e, testCache, []byte("k")), []byte("k"), []byte("durable"), cache.NoTTL, func(err error) { errs <- err })
+	e.CounterAdd(testCache, keyShard(e, testCache, []byte("n")), []byte("n"), 41, func(_ int64, err error) { errs <- err })
 	for range 2 {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
@@ -185,12 +185,12 @@ func TestCacheOnSeglogSurvivesRestart(t *testing.T) {
 		err   error
 	}
 	res := make(chan got, 1)
-	e.CacheGet(testCache, []byte("k"), func(v []byte, found bool, err error) { res <- got{v, found, err} })
+	e.CacheGet(testCache, keyShard(e, testCache, []byte("k")), []byte("k"), func(v []byte, found bool, err error) { res <- got{v, found, err} })
 	if r := <-res; r.err != nil || !r.found || string(r.v) != "durable" {
 		t.Fatalf("after restart: %q %v %v", r.v, r.found, r.err)
 	}
 	sums := make(chan int64, 1)
-	e.CounterGet(testCache, []byte("n"), func(sum int64, _ error) { sums <- sum })
+	e.CounterGet(testCache, keyShard(e, testCache, []byte("n")), []byte("n"), func(sum int64, _ error) { sums <- sum })
 	if s := <-sums; s != 41 {
 		t.Fatalf("counter after restart %d", s)
 	}

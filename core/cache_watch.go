@@ -18,9 +18,14 @@ import (
 // CacheWatchRequest asks for the changes of one key, or of every key with a
 // prefix, of a cache (spec/client-protocol.md §8.4).
 type CacheWatchRequest struct {
-	Cache  CacheName
+	Cache CacheName
+	// Shard is the resolved shard the watch follows: for a key watch,
+	// RouteCache(Cache, Key) (the engine does not route; another shard is
+	// ErrInvalid); for a prefix watch, one shard, or AllCacheShards for
+	// every shard of the cache.
+	Shard  int
 	Key    []byte
-	Prefix bool // follow every key starting with Key (on every shard)
+	Prefix bool // follow every key starting with Key (on Shard, or on every shard)
 	// From, when set, is the first offset not yet seen (resume = last
 	// handled + 1) on the key's shard; nil = changes from now on. Resuming
 	// needs an exact key or a cache of one shard (offsets are per shard).
@@ -30,6 +35,10 @@ type CacheWatchRequest struct {
 	// resumes from its last offset + 1.
 	QueueCapacity int
 }
+
+// AllCacheShards as CacheWatchRequest.Shard makes a prefix watch follow
+// every shard of the cache.
+const AllCacheShards = -1
 
 // CacheChange is one change a watch receives: the shard it happened on, the
 // op (cache.ChangeOp.WireName gives put/delete/expire), the key, the value of
@@ -70,19 +79,17 @@ type CacheWatcher struct {
 	closed    atomic.Bool
 }
 
-// CacheWatch registers a watch on the shards the request covers and returns
-// its watcher. Errors: ErrNotFound, ErrInvalid (a bad key, From on a
-// multi-shard prefix watch), *CursorError (From below the log's earliest
-// offset, or of an in-memory cache below its tail: too_old; past the tail:
-// in_future), ErrOverloaded, ErrClosed.
+// CacheWatch registers a watch on the shards the request covers (req.Shard)
+// and returns its watcher. Errors: ErrNotFound (no such cache, req.Shard
+// out of range), ErrInvalid (a bad key, a key watch on another shard than
+// the key's, From on a multi-shard prefix
+// watch), *CursorError (From below the log's earliest offset, or of an
+// in-memory cache below its tail: too_old; past the tail: in_future),
+// ErrOverloaded, ErrClosed.
 func (e *Engine) CacheWatch(req CacheWatchRequest) (*CacheWatcher, error) {
-	meta := e.lookupCache(req.Cache)
-	if meta == nil {
-		return nil, fmt.Errorf("%w: cache %s", ErrNotFound, req.Cache)
-	}
-	shards := meta.shards
-	if !req.Prefix {
-		shards = []*cacheShard{meta.shards[cache.ShardOf(req.Key, uint32(len(meta.shards)))]}
+	shards, err := e.watchShards(req)
+	if err != nil {
+		return nil, err
 	}
 	if req.From != nil && len(shards) != 1 {
 		return nil, fmt.Errorf("%w: resuming a prefix watch needs a cache of one shard", ErrInvalid)
@@ -104,6 +111,27 @@ func (e *Engine) CacheWatch(req CacheWatchRequest) (*CacheWatcher, error) {
 		w.shards = append(w.shards, cs)
 	}
 	return w, nil
+}
+
+// watchShards returns the shards req covers. Errors as CacheWatch.
+func (e *Engine) watchShards(req CacheWatchRequest) ([]*cacheShard, error) {
+	if !req.Prefix {
+		cs, err := e.cacheShardAt(req.Cache, req.Shard, req.Key)
+		if err != nil {
+			return nil, err
+		}
+		return []*cacheShard{cs}, nil
+	}
+	meta := e.lookupCache(req.Cache)
+	switch {
+	case meta == nil:
+		return nil, fmt.Errorf("%w: cache %s", ErrNotFound, req.Cache)
+	case req.Shard == AllCacheShards:
+		return meta.shards, nil
+	case req.Shard < 0 || req.Shard >= len(meta.shards):
+		return nil, fmt.Errorf("%w: cache %s has no shard %d", ErrNotFound, req.Cache, req.Shard)
+	}
+	return []*cacheShard{meta.shards[req.Shard]}, nil
 }
 
 // addWatch registers w on the shard (on its core) and sets up its history.

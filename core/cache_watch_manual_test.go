@@ -49,12 +49,12 @@ func TestCacheSweepAndWatch(t *testing.T) {
 	if err := e.CreateCache(core.CacheSpec{Name: watchCache, Shards: 2, Durable: true}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := e.CacheWatch(core.CacheWatchRequest{Cache: watchCache, Key: []byte("cfg/"), Prefix: true})
+	w, err := e.CacheWatch(core.CacheWatchRequest{Cache: watchCache, Shard: core.AllCacheShards, Key: []byte("cfg/"), Prefix: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	put := func(key, value string, ttl cache.TTL) {
-		if err := e.CachePut(watchCache, []byte(key), []byte(value), ttl, func(err error) {
+		if err := e.CachePut(watchCache, routeKey(e.Engine, watchCache, []byte(key)), []byte(key), []byte(value), ttl, func(err error) {
 			if err != nil {
 				t.Errorf("put %q: %v", key, err)
 			}
@@ -80,4 +80,13 @@ func TestCacheSweepAndWatch(t *testing.T) {
 	if _, err := w.Next(context.Background()); !errors.Is(err, core.ErrClosed) {
 		t.Fatalf("after Close: %v", err)
 	}
+}
+
+// routeKey is key's shard in cache n (Engine.RouteCache), -1 when there is no such cache.
+func routeKey(e *core.Engine, n core.CacheName, key []byte) int {
+	shard, err := e.RouteCache(n, key)
+	if err != nil {
+		return -1
+	}
+	return shard
 }

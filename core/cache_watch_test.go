@@ -43,12 +43,12 @@ func TestCacheWatchResume(t *testing.T) {
 	cachePut(t, h, "k", "2", cache.NoTTL)
 	h.step(3)
 	from := uint64(1)
-	w, err := h.e.CacheWatch(CacheWatchRequest{Cache: testCache, Key: []byte("k"), From: &from})
+	w, err := h.e.CacheWatch(CacheWatchRequest{Cache: testCache, Shard: keyShard(h.e, testCache, []byte("k")), Key: []byte("k"), From: &from})
 	if err != nil {
 		t.Fatal(err)
 	}
 	del := &cacheReply{}
-	h.e.CacheDelete(testCache, []byte("k"), del.get)
+	h.e.CacheDelete(testCache, keyShard(h.e, testCache, []byte("k")), []byte("k"), del.get)
 	h.step(3)
 	got := []CacheChange{nextChange(t, w), nextChange(t, w)}
 	if got[0].Offset != 2 || string(got[0].Value) != "2" || got[1].Offset != 3 || got[1].Op != cache.ChangeDelete {
@@ -56,7 +56,7 @@ func TestCacheWatchResume(t *testing.T) {
 	}
 	noChange(t, w)
 	future := uint64(99)
-	_, err = h.e.CacheWatch(CacheWatchRequest{Cache: testCache, Key: []byte("k"), From: &future})
+	_, err = h.e.CacheWatch(CacheWatchRequest{Cache: testCache, Shard: keyShard(h.e, testCache, []byte("k")), Key: []byte("k"), From: &future})
 	var ce *CursorError
 	if !errors.As(err, &ce) || ce.Reason != CursorInFuture || ce.Available != 4 {
 		t.Fatalf("in_future: %v", err)
@@ -67,7 +67,7 @@ func TestCacheWatchResume(t *testing.T) {
 func TestCacheWatchOverflow(t *testing.T) {
 	h := newHarness(t, 1, newFakeStore(), nil)
 	createCache(t, h, 1, false)
-	w, err := h.e.CacheWatch(CacheWatchRequest{Cache: testCache, Key: []byte("k"), QueueCapacity: 2})
+	w, err := h.e.CacheWatch(CacheWatchRequest{Cache: testCache, Shard: keyShard(h.e, testCache, []byte("k")), Key: []byte("k"), QueueCapacity: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@
 // two exported test seams, core.NewManualEngine and Engine.Step.
 //
 //	e := coretest.New(t, core.Config{Cores: 1})
-//	_ = e.CachePut(name, key, value, cache.TTLMillis(50), done) // queued
+//	_ = e.CachePut(name, shard, key, value, cache.TTLMillis(50), done) // queued (shard: e.RouteCache)
 //	e.StepUntilIdle()                                           // applied, answered
 //	e.Advance(time.Second)                                      // the TTL sweep runs
 package coretest

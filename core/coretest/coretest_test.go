@@ -32,7 +32,7 @@ func TestManualEngineStepsAndExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := 0
-	if err := e.CachePut(name, []byte("k"), []byte("v"), cache.TTLMillis(1000), func(err error) {
+	if err := e.CachePut(name, routeKey(e.Engine, name, []byte("k")), []byte("k"), []byte("v"), cache.TTLMillis(1000), func(err error) {
 		if err != nil {
 			t.Errorf("put: %v", err)
 		}
@@ -48,7 +48,7 @@ func TestManualEngineStepsAndExpires(t *testing.T) {
 	}
 	get := func() (found bool) {
 		calls := 0
-		if err := e.CacheGet(name, []byte("k"), func(_ []byte, ok bool, err error) { calls, found = calls+1, ok && err == nil }); err != nil {
+		if err := e.CacheGet(name, routeKey(e.Engine, name, []byte("k")), []byte("k"), func(_ []byte, ok bool, err error) { calls, found = calls+1, ok && err == nil }); err != nil {
 			t.Fatal(err)
 		}
 		e.StepUntil(func() bool { return calls == 1 })
@@ -76,4 +76,13 @@ func TestStepRefusesARunningEngine(t *testing.T) {
 	if _, err := e.Step(); !errors.Is(err, core.ErrNotManual) {
 		t.Fatalf("Step on a running engine: %v", err)
 	}
+}
+
+// routeKey is key's shard in cache n (Engine.RouteCache), -1 when there is no such cache.
+func routeKey(e *core.Engine, n core.CacheName, key []byte) int {
+	shard, err := e.RouteCache(n, key)
+	if err != nil {
+		return -1
+	}
+	return shard
 }
