@@ -10,7 +10,7 @@ import (
 	"fmt"
 
 	"felix/core/cache"
-	"felix/seglog"
+	"felix/proto"
 )
 
 // cacheTable is a core's cache state (the core's cacheShards slot).
@@ -93,10 +93,10 @@ func (c *core) openCacheShard(meta *cacheMeta, index int) (*cacheShard, error) {
 func (cs *cacheShard) openLogs() error {
 	where := fmt.Sprintf("cache %s shard %d", cs.name, cs.index)
 	var err error
-	if cs.log, err = cs.c.openCacheLog(logCacheRecords, cs.name, cs.index); err != nil {
+	if cs.log, err = cs.c.disk.OpenLog(cs.logAddr(proto.LogCache), logOptions{}); err != nil {
 		return storageError("open "+where, err)
 	}
-	if cs.counters, err = cs.c.openCacheLog(logCacheCounters, cs.name, cs.index); err != nil {
+	if cs.counters, err = cs.c.disk.OpenLog(cs.logAddr(proto.LogCounters), logOptions{}); err != nil {
 		cs.closeLogs()
 		return storageError("open counters of "+where, err)
 	}
@@ -107,29 +107,11 @@ func (cs *cacheShard) openLogs() error {
 	return nil
 }
 
-// openCacheLog opens a cache shard's log: on the production disk under the
-// seglog caches/ root (counters in the "counters" companion directory); on
-// other disks through OpenLog by kind.
-func (c *core) openCacheLog(kind logKind, name CacheName, shard int) (shardLog, error) {
-	d, ok := c.disk.(*seglogDisk)
-	if !ok {
-		return c.disk.OpenLog(kind, name.asStream(), shard)
-	}
-	opts := d.opts
-	opts.Dir = d.cacheDir(name, shard)
-	if kind == logCacheCounters {
-		opts.Dir = seglog.CompanionDir(opts.Dir, seglog.CompanionCounters)
-	}
-	l, err := d.disk.Open(opts)
-	if err != nil {
-		return nil, err
-	}
-	return &seglogLog{log: l, reader: l.Reader()}, nil
-}
-
-func (d *seglogDisk) cacheDir(name CacheName, shard int) string {
-	return seglog.ShardDir(d.root, seglog.ShardKey{Kind: seglog.ShardCache, Tenant: name.Tenant,
-		Namespace: name.Namespace, Name: name.Cache, Shard: uint32(shard)})
+// logAddr names the cache shard's log of kind log (incarnation 0): on the
+// production disk under the seglog caches/ root, the counters in the
+// "counters" companion directory.
+func (cs *cacheShard) logAddr(log proto.ReplicaLog) LogAddr {
+	return LogAddr{Kind: ShardCache, Name: cs.name.asStream(), Shard: cs.index, Log: log}
 }
 
 // replay feeds both logs to the state machine.
@@ -323,9 +305,7 @@ func (cs *cacheShard) close(reason error, remove bool) error {
 	cs.closeLogs()
 	delete(cs.c.cacheTable().shards, cs)
 	if remove && cs.durable {
-		if d, ok := cs.c.disk.(*seglogDisk); ok {
-			return d.fs.RemoveAll(d.cacheDir(cs.name, cs.index))
-		}
+		return cs.c.disk.RemoveLogs(cs.logAddr(proto.LogCache).Ref())
 	}
 	return nil
 }

@@ -97,8 +97,8 @@ func (l compactingFakeLog) Compact(live [][]byte, ts int64, done func(first, las
 // compactingDisk hands out compacting fake logs.
 type compactingDisk struct{ *fakeDisk }
 
-func (d compactingDisk) OpenLog(kind logKind, name StreamName, shard int) (shardLog, error) {
-	l, err := d.fakeDisk.OpenLog(kind, name, shard)
+func (d compactingDisk) OpenLog(addr LogAddr, opts logOptions) (shardLog, error) {
+	l, err := d.fakeDisk.OpenLog(addr, opts)
 	if err != nil {
 		return nil, err
 	}

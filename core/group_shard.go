@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"felix/core/groups"
+	"felix/proto"
 )
 
 // groupShard drives the groups state machine of one durable stream shard.
@@ -48,10 +49,10 @@ func (c *core) openGroupShard(s *streamShard) (*groupShard, error) {
 	gs.onCursor, gs.onDead = gs.cursorAppended, gs.deadAppended
 	gs.onCursorCompacted, gs.onDeadCompacted = gs.cursorCompacted, gs.deadCompacted
 	var err error
-	if gs.cursor, err = c.disk.OpenLog(logGroupCursors, s.name, s.index); err != nil {
+	if gs.cursor, err = c.disk.OpenLog(s.logAddr(proto.LogGroupCursors), logOptions{}); err != nil {
 		return nil, storageError(fmt.Sprintf("open group cursors of %s shard %d", s.name, s.index), err)
 	}
-	if gs.dead, err = c.disk.OpenLog(logDeadLetters, s.name, s.index); err != nil {
+	if gs.dead, err = c.disk.OpenLog(s.logAddr(proto.LogDeadLetters), logOptions{}); err != nil {
 		_ = gs.cursor.Close()
 		return nil, storageError(fmt.Sprintf("open dead letters of %s shard %d", s.name, s.index), err)
 	}

@@ -3,47 +3,66 @@ package core
 import (
 	"fmt"
 	"time"
+
+	"felix/seglog"
 )
 
-// logKind says which of a shard's logs is meant.
-type logKind uint8
-
-const (
-	// logRecords is a stream shard's record log.
-	logRecords logKind = iota
-	// logProducers is the companion log that makes the idempotent-producer
-	// window durable (docs/architecture.md, core; one entry per idempotent
-	// publish, see producer.go).
-	logProducers
-	// logCacheRecords and logCacheCounters are a cache shard's two logs
-	// (cache_shard.go; the production disk keeps them under caches/).
-	logCacheRecords  logKind = 13
-	logCacheCounters logKind = 20
-	// logGroupCursors and logDeadLetters are the consumer-group companion
-	// logs of a durable stream shard (group_shard.go; seglog "groups" and
-	// "dead-letters" companion directories, spec/storage-format.md §6).
-	logGroupCursors logKind = 16
-	logDeadLetters  logKind = 18
-)
+// logReader is the read side of a shardLog: what replay (readAll,
+// readWithOffsets) and producer-window recovery need.
+type logReader interface {
+	EarliestOffset() uint64
+	CommittedOffset() uint64
+	// ReadCommitted calls fn for the data records at offsets >= from and below
+	// CommittedOffset, in order, up to about maxBytes of payload (at least
+	// one record when one exists), until fn returns false. The payload slice
+	// is valid only during fn. A from below EarliestOffset is an error
+	// wrapping errTrimmed.
+	ReadCommitted(from uint64, maxBytes int, fn func(off uint64, tsMicros int64, payload []byte) bool) error
+}
 
 // shardLog is the part of a seglog.Log that a core uses (docs/architecture.md,
-// seglog contract). Append, NextOffset, EarliestOffset, CommittedOffset and
-// Close run on the owning core only; ReadCommitted is goroutine-safe.
+// seglog contract): the shard's own appends and reads, and what replication
+// needs (durable offset, generation history, suffix truncation, reset, raw
+// read and the verbatim apply-at-offset append). Every method runs on the
+// owning core only, except ReadCommitted and ReadRaw, which are
+// goroutine-safe.
 type shardLog interface {
+	logReader
 	// Append stages payloads as consecutive records stamped tsMicros. The
 	// payload bytes are copied before Append returns. done runs on the core,
 	// inside coreDisk.Poll, after the append completed under the log's fsync
 	// mode; appends of one log complete in the order they were made.
 	Append(payloads [][]byte, tsMicros int64, done func(first, last uint64, err error)) error
 	NextOffset() uint64
-	EarliestOffset() uint64
-	CommittedOffset() uint64
-	// ReadCommitted calls fn for records at offsets >= from and below
-	// CommittedOffset, in order, up to about maxBytes of payload (at least
-	// one record when one exists), until fn returns false. The payload slice
-	// is valid only during fn. A from below EarliestOffset is an error
-	// wrapping errTrimmed.
-	ReadCommitted(from uint64, maxBytes int, fn func(off uint64, tsMicros int64, payload []byte) bool) error
+	// DurableOffset is one past the last record known fdatasynced
+	// (durable_offset; <= CommittedOffset under fsync periodic and none).
+	DurableOffset() uint64
+	// Epochs returns a copy of the log's generation history, oldest first;
+	// AddEpoch appends (generation, start) to it and persists it
+	// (seglog.Log.AddEpoch: generation must grow, start must not go back,
+	// else an error wrapping seglog.ErrBadOptions).
+	Epochs() []seglog.Epoch
+	AddEpoch(generation, start uint64) error
+	// TruncateSuffix drops every record at or above off (a no-op at or past
+	// NextOffset) and the epochs starting there; Reset discards the whole log
+	// and restarts it empty at base. Both need the log idle (no append in
+	// flight: seglog.ErrBusy) and refuse an off below EarliestOffset.
+	TruncateSuffix(off uint64) error
+	Reset(base uint64) error
+	// AppendRecord stages one record of any kind (r.Offset ignored: it takes
+	// NextOffset), rolling onto the segment version it needs; done as Append.
+	AppendRecord(r seglog.Record, done func(first, last uint64, err error)) error
+	// ReadRaw calls fn for every stored record at offsets >= from and below
+	// CommittedOffset as the log holds it: offset, kind (data, generation
+	// start, commit marker), timestamp, publisher and payload. Limits and
+	// errors as ReadCommitted; *r and its slices are valid only during fn.
+	ReadRaw(from uint64, maxBytes int, fn func(r *seglog.Record) bool) error
+	// AppendAt stores recs verbatim (kind, timestamp, publisher, payload) as
+	// one batch at offsets first, first+1, ...: replication's apply-at-offset
+	// append. first must be NextOffset and recs[i].Offset first+i, else an
+	// error wrapping seglog.ErrNotTail (*seglog.NotTailError) with nothing
+	// stored and done not called. done as Append.
+	AppendAt(first uint64, recs []seglog.Record, done func(first, last uint64, err error)) error
 	Close() error
 }
 
@@ -55,12 +74,17 @@ type logCompactor interface {
 }
 
 // coreDisk is a core's I/O: its ring and the seglog.Disk on it. Every method
-// except Wake runs on the owning core goroutine.
+// except Wake runs on the owning core goroutine. Every log a core uses opens
+// through OpenLog: no caller looks behind the interface.
 type coreDisk interface {
-	// OpenLog opens (recovering) or creates the log of one shard.
-	OpenLog(kind logKind, name StreamName, shard int) (shardLog, error)
-	// RemoveLogs deletes every log of a shard (its logs are closed).
-	RemoveLogs(name StreamName, shard int) error
+	// OpenLog opens (recovering) or creates the log addr names, with the
+	// options of its stream (the zero logOptions: the engine's Config). An
+	// invalid addr (LogAddr.Validate) is an error wrapping ErrInvalid and
+	// opens nothing. addr.Incarnation does not name a directory yet.
+	OpenLog(addr LogAddr, opts logOptions) (shardLog, error)
+	// RemoveLogs deletes every log of a shard, companions included (its logs
+	// are closed).
+	RemoveLogs(shard ShardRef) error
 	// Flush submits every staged append (one write per log, and the fsync
 	// the log's mode asks for).
 	Flush() error
@@ -93,20 +117,12 @@ type logRetainer interface {
 	EnforceRetention(now time.Time) (int, error)
 }
 
-// streamLogOptions are the settings a stream's own spec gives its shard logs
+// logOptions are the settings a stream's own spec gives its shard logs
 // (StreamSpec.RetentionBytes, RetentionAge, SyncOnCommit; 0 / false = the
-// engine's Config).
-type streamLogOptions struct {
+// engine's Config), passed to coreDisk.OpenLog: retention applies to the
+// record log (proto.LogStream), syncOnCommit to it and the producers log.
+type logOptions struct {
 	retentionBytes int64
 	retentionAge   time.Duration
 	syncOnCommit   bool
-}
-
-// streamOptionsDisk is a coreDisk that opens a stream's shard logs with the
-// stream's own options. The core sets them for one stream right before it
-// opens a shard of it and clears them (nil) right after, on the core
-// goroutine (core.openShard); OpenLog applies them only to that stream's
-// record log (retention, sync) and producer-key log (sync).
-type streamOptionsDisk interface {
-	setStreamOptions(name StreamName, o *streamLogOptions)
 }

@@ -25,14 +25,14 @@ func newMemoryDisk(backend string) (*memoryDisk, error) {
 	return &memoryDisk{ring: r}, nil
 }
 
-func (d *memoryDisk) OpenLog(logKind, StreamName, int) (shardLog, error) {
+func (d *memoryDisk) OpenLog(LogAddr, logOptions) (shardLog, error) {
 	return nil, ErrNoDurableStorage
 }
-func (d *memoryDisk) RemoveLogs(StreamName, int) error { return nil }
-func (d *memoryDisk) Flush() error                     { return nil }
-func (d *memoryDisk) SyncAll() error                   { return nil }
-func (d *memoryDisk) Wake() error                      { return d.ring.Wake() }
-func (d *memoryDisk) Close() error                     { return d.ring.Close() }
+func (d *memoryDisk) RemoveLogs(ShardRef) error { return nil }
+func (d *memoryDisk) Flush() error              { return nil }
+func (d *memoryDisk) SyncAll() error            { return nil }
+func (d *memoryDisk) Wake() error               { return d.ring.Wake() }
+func (d *memoryDisk) Close() error              { return d.ring.Close() }
 
 // Poll waits up to block for a Wake; it never sees completions (no ops).
 func (d *memoryDisk) Poll(block time.Duration) error {

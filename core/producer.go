@@ -253,7 +253,7 @@ type producerRecovery struct {
 // at another batch's records. Un-keyed publishes reuse offsets without a key
 // record: the fence record that recoverProducers writes after a kill (a key
 // record with an empty producer id, at the data log's end) proves those stale.
-func (w *producerWindow) recover(log shardLog, dataNext uint64) (producerRecovery, error) {
+func (w *producerWindow) recover(log logReader, dataNext uint64) (producerRecovery, error) {
 	var rec producerRecovery
 	var tornLast uint64
 	from := log.EarliestOffset()
@@ -302,12 +302,6 @@ type logOrderer interface {
 	writeAfter(dep shardLog) error
 }
 
-// logTruncater is a shardLog that can drop its records at and above an
-// offset (seglog.Log.TruncateSuffix).
-type logTruncater interface {
-	TruncateSuffix(off uint64) error
-}
-
 // recoverProducers orders the record log after the producers log, rebuilds
 // the window, cuts a torn batch off the record log and, when the producers
 // log names records that are not there, appends a fence at the record log's
@@ -323,12 +317,8 @@ func (s *streamShard) recoverProducers() error {
 		return err
 	}
 	if rec.torn && rec.cut < s.records.NextOffset() {
-		t, ok := s.records.(logTruncater)
-		if !ok {
-			return fmt.Errorf("a batch at %d is torn and the record log cannot truncate", rec.cut)
-		}
 		dropped := s.records.NextOffset() - rec.cut
-		if err := t.TruncateSuffix(rec.cut); err != nil {
+		if err := s.records.TruncateSuffix(rec.cut); err != nil {
 			return fmt.Errorf("truncate the torn batch at %d: %w", rec.cut, err)
 		}
 		slog.Warn("core: dropped the records of a batch whose write a crash cut short (never acknowledged)",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"felix/proto"
 	"felix/ring"
 	"felix/seglog"
 )
@@ -15,8 +16,11 @@ import (
 const companionProducers seglog.Companion = "producers"
 
 // seglogDisk is the production coreDisk: the core's ring and a seglog.Disk on
-// it. Shard logs live at seglog.ShardDir(DataDir, {stream, tenant, ns,
-// stream, shard}); the producer log in its "producers" companion directory.
+// it. A stream shard's logs live at seglog.ShardDir(DataDir, {stream, tenant,
+// ns, stream, shard}) (the record log) and its companion directories
+// "producers", "groups" and "dead-letters"; a cache shard's at
+// seglog.ShardDir(DataDir, {cache, tenant, ns, cache, shard}) and its
+// "counters" companion (spec/storage-format.md §6).
 type seglogDisk struct {
 	root      string
 	opts      seglog.Options
@@ -25,10 +29,6 @@ type seglogDisk struct {
 	disk      *seglog.Disk
 	fs        seglog.FS
 	reaps     [4]ring.Completion
-	// optsFor and streamOpts: the stream whose shard is being opened and its
-	// own log options (setStreamOptions); nil between opens.
-	optsFor    StreamName
-	streamOpts *streamLogOptions
 }
 
 // testIOBackend is the test seam of Config.IOBackend: the backend of an
@@ -65,46 +65,45 @@ func newSeglogDisk(cfg *Config, _ int) (coreDisk, error) {
 	}, nil
 }
 
-func (d *seglogDisk) shardDir(name StreamName, shard int) string {
-	return seglog.ShardDir(d.root, seglog.ShardKey{Kind: seglog.ShardStream, Tenant: name.Tenant,
-		Namespace: name.Namespace, Name: name.Stream, Shard: uint32(shard)})
-}
-
-// setStreamOptions sets (o != nil) or clears the options of the stream whose
-// shard opens next (streamOptionsDisk).
-func (d *seglogDisk) setStreamOptions(name StreamName, o *streamLogOptions) {
-	d.optsFor, d.streamOpts = name, o
-}
-
-// OpenLog opens one log of a shard. A stream's record log takes the engine's
-// retention unless the stream's own options (setStreamOptions) set a bound,
-// which then wins, bound by bound; a stream with syncOnCommit opens its
-// record and producer-key logs with fsync on_commit.
-func (d *seglogDisk) OpenLog(kind logKind, name StreamName, shard int) (shardLog, error) {
-	opts := d.opts
-	opts.Dir = d.shardDir(name, shard)
-	var own *streamLogOptions
-	if d.streamOpts != nil && d.optsFor == name {
-		own = d.streamOpts
+// shardDir is the directory of ref's shard: its main log's, under which the
+// companion logs live.
+func (d *seglogDisk) shardDir(ref ShardRef) string {
+	kind := seglog.ShardStream
+	if ref.Kind == ShardCache {
+		kind = seglog.ShardCache
 	}
-	switch kind {
-	case logProducers: // bounded by compaction instead (producer.go)
+	return seglog.ShardDir(d.root, seglog.ShardKey{Kind: kind, Tenant: ref.Name.Tenant,
+		Namespace: ref.Name.Namespace, Name: ref.Name.Stream, Shard: uint32(ref.Shard)})
+}
+
+// OpenLog opens the log addr names. A stream's record log takes the engine's
+// retention unless own sets a bound, which then wins, bound by bound; own's
+// syncOnCommit opens the record and producer-key logs with fsync on_commit.
+// The other logs take the engine's options. An invalid addr opens nothing.
+func (d *seglogDisk) OpenLog(addr LogAddr, own logOptions) (shardLog, error) {
+	if err := addr.Validate(); err != nil {
+		return nil, err
+	}
+	opts := d.opts
+	opts.Dir = d.shardDir(addr.Ref())
+	switch addr.Log {
+	case proto.LogStream:
+		opts.RetentionBytes, opts.RetentionAge = d.retention.RetentionBytes, d.retention.RetentionAge
+		applyStreamOptions(&opts, own)
+	case proto.LogProducers: // bounded by compaction instead (producer.go)
 		opts.Dir = seglog.CompanionDir(opts.Dir, companionProducers)
 		// A plain pwrite: the record log's writes wait for this log's
 		// (writeAfter), and a buffered write lands inside the same Flush.
 		opts.Buffered = true
-		if own != nil && own.syncOnCommit {
+		if own.syncOnCommit {
 			opts.FsyncMode = seglog.FsyncOnCommit
 		}
-	case logRecords:
-		opts.RetentionBytes, opts.RetentionAge = d.retention.RetentionBytes, d.retention.RetentionAge
-		if own != nil {
-			applyStreamOptions(&opts, own)
-		}
-	case logGroupCursors: // bounded by compaction (group_shard.go)
+	case proto.LogGroupCursors: // bounded by compaction (group_shard.go)
 		opts.Dir = seglog.CompanionDir(opts.Dir, seglog.CompanionGroups)
-	case logDeadLetters:
+	case proto.LogDeadLetters:
 		opts.Dir = seglog.CompanionDir(opts.Dir, seglog.CompanionDeadLetters)
+	case proto.LogCounters: // the cache log stays in the shard directory
+		opts.Dir = seglog.CompanionDir(opts.Dir, seglog.CompanionCounters)
 	}
 	l, err := d.disk.Open(opts)
 	if err != nil {
@@ -116,7 +115,7 @@ func (d *seglogDisk) OpenLog(kind logKind, name StreamName, shard int) (shardLog
 // applyStreamOptions lays a stream's own record-log options over the
 // engine's: each retention bound set (> 0) replaces the engine's, and
 // syncOnCommit turns on fsync on_commit.
-func applyStreamOptions(opts *seglog.Options, own *streamLogOptions) {
+func applyStreamOptions(opts *seglog.Options, own logOptions) {
 	if own.retentionBytes > 0 {
 		opts.RetentionBytes = own.retentionBytes
 	}
@@ -128,8 +127,9 @@ func applyStreamOptions(opts *seglog.Options, own *streamLogOptions) {
 	}
 }
 
-func (d *seglogDisk) RemoveLogs(name StreamName, shard int) error {
-	return d.fs.RemoveAll(d.shardDir(name, shard))
+// RemoveLogs deletes the shard's directory, its companion logs with it.
+func (d *seglogDisk) RemoveLogs(ref ShardRef) error {
+	return d.fs.RemoveAll(d.shardDir(ref))
 }
 
 func (d *seglogDisk) Flush() error { return d.disk.Flush() }
@@ -177,6 +177,30 @@ func (l *seglogLog) writeAfter(dep shardLog) error {
 // TruncateSuffix drops every record at or above off (seglog.Log.TruncateSuffix).
 func (l *seglogLog) TruncateSuffix(off uint64) error { return l.log.TruncateSuffix(off) }
 
+// Reset restarts the log empty at base (seglog.Log.Reset).
+func (l *seglogLog) Reset(base uint64) error { return l.log.Reset(base) }
+
+func (l *seglogLog) DurableOffset() uint64  { return l.log.DurableOffset() }
+func (l *seglogLog) Epochs() []seglog.Epoch { return l.log.Epochs() }
+func (l *seglogLog) AddEpoch(generation, start uint64) error {
+	return l.log.AddEpoch(generation, start)
+}
+
+func (l *seglogLog) AppendRecord(r seglog.Record, done func(first, last uint64, err error)) error {
+	return l.log.AppendRecord(r, done)
+}
+
+// AppendAt stores recs verbatim at the tail (seglog.Log.AppendAt).
+func (l *seglogLog) AppendAt(first uint64, recs []seglog.Record, done func(first, last uint64, err error)) error {
+	return l.log.AppendAt(first, recs, done)
+}
+
+// ReadRaw reads every stored record through the Reader (goroutine-safe, as
+// ReadCommitted).
+func (l *seglogLog) ReadRaw(from uint64, maxBytes int, fn func(r *seglog.Record) bool) error {
+	return asTrimmedError(l.reader.ReadRaw(from, maxBytes, fn))
+}
+
 // EnforceRetention drops head segments per the log's retention options.
 func (l *seglogLog) EnforceRetention(now time.Time) (int, error) { return l.log.EnforceRetention(now) }
 
@@ -185,10 +209,14 @@ func (l *seglogLog) EarliestOffset() uint64  { return l.log.EarliestOffset() }
 func (l *seglogLog) CommittedOffset() uint64 { return l.log.CommittedOffset() }
 
 func (l *seglogLog) ReadCommitted(from uint64, maxBytes int, fn func(uint64, int64, []byte) bool) error {
-	err := l.reader.Read(from, maxBytes, fn)
-	var trimmed *seglog.TrimmedError
-	if errors.As(err, &trimmed) {
-		return &trimmedError{requested: trimmed.Requested, oldest: trimmed.Oldest}
+	return asTrimmedError(l.reader.Read(from, maxBytes, fn))
+}
+
+// asTrimmedError turns a seglog *TrimmedError into core's trimmedError.
+func asTrimmedError(err error) error {
+	var t *seglog.TrimmedError
+	if errors.As(err, &t) {
+		return &trimmedError{requested: t.Requested, oldest: t.Oldest}
 	}
 	return err
 }
@@ -200,12 +228,10 @@ func (l *seglogLog) Compact(live [][]byte, ts int64, done func(first, last uint6
 	return l.log.Compact(live, ts, done)
 }
 
-// Every production log compacts and enforces retention, and the production
-// disk takes per-stream log options.
+// Every production log compacts and enforces retention.
 var (
-	_ logCompactor      = (*seglogLog)(nil)
-	_ logRetainer       = (*seglogLog)(nil)
-	_ streamOptionsDisk = (*seglogDisk)(nil)
+	_ logCompactor = (*seglogLog)(nil)
+	_ logRetainer  = (*seglogLog)(nil)
 )
 
 func (l *seglogLog) Close() error {

@@ -3,6 +3,8 @@ package core
 import (
 	"testing"
 	"time"
+
+	"felix/proto"
 )
 
 // openTestSeglogDisk returns a production disk over a temporary directory.
@@ -37,7 +39,7 @@ func (d *seglogDisk) driveUntil(t *testing.T, cond func() bool) {
 // tail and the head is dropped.
 func TestSeglogProducerLogCompacts(t *testing.T) {
 	d := openTestSeglogDisk(t)
-	l, err := d.OpenLog(logProducers, testStream, 0)
+	l, err := d.OpenLog(LogAddr{Kind: ShardStream, Name: testStream, Log: proto.LogProducers}, logOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

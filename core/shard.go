@@ -2,6 +2,8 @@ package core
 
 import (
 	"fmt"
+
+	"felix/proto"
 )
 
 // streamShard is one shard of a stream: its log (durable) or replay ring
@@ -92,7 +94,7 @@ func (c *core) openStreamShard(spec *StreamSpec, index int) (*streamShard, error
 	s.stall = coreTimer{index: -1, fn: s.stallExpired}
 	s.producers = newProducerWindow(cfg.ProducerWindow)
 	if spec.Durable {
-		if err := s.openLogs(); err != nil {
+		if err := s.openLogs(spec.logOptions()); err != nil {
 			return nil, err
 		}
 		s.fanoutNext = s.records.NextOffset()
@@ -109,12 +111,19 @@ func (c *core) openStreamShard(spec *StreamSpec, index int) (*streamShard, error
 	return s, nil
 }
 
-func (s *streamShard) openLogs() error {
+// logAddr names the shard's log of kind log (incarnation 0).
+func (s *streamShard) logAddr(log proto.ReplicaLog) LogAddr {
+	return LogAddr{Kind: ShardStream, Name: s.name, Shard: s.index, Log: log}
+}
+
+// openLogs opens the record and producers logs with the stream's own
+// options and rebuilds the producer window.
+func (s *streamShard) openLogs(opts logOptions) error {
 	var err error
-	if s.records, err = s.c.disk.OpenLog(logRecords, s.name, s.index); err != nil {
+	if s.records, err = s.c.disk.OpenLog(s.logAddr(proto.LogStream), opts); err != nil {
 		return storageError(fmt.Sprintf("open %s shard %d", s.name, s.index), err)
 	}
-	if s.producerLog, err = s.c.disk.OpenLog(logProducers, s.name, s.index); err != nil {
+	if s.producerLog, err = s.c.disk.OpenLog(s.logAddr(proto.LogProducers), opts); err != nil {
 		_ = s.records.Close()
 		return storageError(fmt.Sprintf("open producers of %s shard %d", s.name, s.index), err)
 	}
@@ -358,20 +367,17 @@ func (s *streamShard) tryClose() {
 	s.close(pc.reason)
 	var err error
 	if pc.remove && s.durable {
-		err = s.c.disk.RemoveLogs(s.name, s.index)
+		err = s.c.disk.RemoveLogs(ShardRef{Kind: ShardStream, Name: s.name, Shard: s.index})
 	}
 	pc.done <- err
 }
 
-// openShard opens shard index of spec's stream on c with the stream's own
-// log options (StreamSpec retention and SyncOnCommit; streamOptionsDisk) and,
-// when the stream sets a retention bound, makes sure c's retention timer
-// runs (Config.RetentionInterval) even if the engine sets none.
+// openShard opens shard index of spec's stream on c, its logs with the
+// stream's own options (StreamSpec retention and SyncOnCommit, passed to
+// coreDisk.OpenLog) and, when the stream sets a retention bound, makes sure
+// c's retention timer runs (Config.RetentionInterval) even if the engine
+// sets none.
 func (c *core) openShard(spec *StreamSpec, index int) (*streamShard, error) {
-	if d, ok := c.disk.(streamOptionsDisk); ok && spec.Durable {
-		d.setStreamOptions(spec.Name, spec.logOptions())
-		defer d.setStreamOptions(spec.Name, nil)
-	}
 	s, err := c.openStreamShard(spec, index)
 	if err == nil && spec.Durable && spec.hasRetention() {
 		c.scheduleRetention()

@@ -124,8 +124,8 @@ type StreamSpec struct {
 }
 
 // logOptions returns the per-stream settings of the stream's shard logs.
-func (s *StreamSpec) logOptions() *streamLogOptions {
-	return &streamLogOptions{retentionBytes: s.RetentionBytes, retentionAge: s.RetentionAge, syncOnCommit: s.SyncOnCommit}
+func (s *StreamSpec) logOptions() logOptions {
+	return logOptions{retentionBytes: s.RetentionBytes, retentionAge: s.RetentionAge, syncOnCommit: s.SyncOnCommit}
 }
 
 // hasRetention reports whether the stream sets a retention bound of its own.
