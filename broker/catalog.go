@@ -146,6 +146,8 @@ type Catalog struct {
 	write WriteFileFunc
 	file  catalogFile
 	gen   atomic.Uint64 // bumped after every installed change (Generation)
+	// watches run after every installed change, outside mu (Watch).
+	watches watchList
 	// MaxShards bounds the stream and cache shards the catalog holds (FELIX_MAX_SHARDS;
 	// 0 = no bound). Each durable shard reserves disk (a preallocated segment per log), so
 	// creation past it fails with ErrLimit. Set before use.
@@ -261,9 +263,17 @@ func checkNames(names ...string) error {
 	return nil
 }
 
-// mutate applies change to a copy, persists it, then installs it. A failed write leaves
-// the catalog as it was.
+// mutate applies change to a copy, persists it, then installs it and tells the watchers
+// (after the lock is released). A failed write leaves the catalog as it was.
 func (c *Catalog) mutate(change func(f *catalogFile) error) error {
+	if err := c.install(change); err != nil {
+		return err
+	}
+	c.watches.notify()
+	return nil
+}
+
+func (c *Catalog) install(change func(f *catalogFile) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next := catalogFile{
