@@ -37,6 +37,7 @@ type Server struct {
 	cert     tls.Certificate
 	metrics  *metrics.Set
 	m        serverMetrics
+	internal *internalTransport // broker-internal transport (internal.go); nil without FELIX_INTERNAL_BIND
 
 	storageID seglog.StorageID
 	dirLock   *os.File // exclusive flock on <data>/LOCK (datalock.go)
@@ -65,6 +66,8 @@ type ReadyInfo struct {
 	AdminTokenFile string `json:"admin_token_file,omitempty"`
 	DataDir        string `json:"data_dir"`
 	PID            int    `json:"pid"`
+	InternalAddr   string `json:"internal_addr,omitempty"` // bound internal listener (FELIX_INTERNAL_BIND set)
+	NodeID         string `json:"node_id,omitempty"`       // FELIX_NODE_ID, with InternalAddr
 }
 
 // New opens everything the broker needs, in order: data dir and its lock, TLS, the QUIC
@@ -96,6 +99,9 @@ func (s *Server) open() error {
 	// Bind first: a port in use or a bad certificate fails the start before the run-state is
 	// marked running, so the next start is not reported unclean.
 	if err := s.bindListeners(); err != nil {
+		return err
+	}
+	if err := s.openInternal(); err != nil { // internal.go: only with FELIX_INTERNAL_BIND
 		return err
 	}
 	last, err := seglog.ReadRunState(seglog.OSFS{}, cfg.DataDir)
@@ -330,11 +336,13 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { httpDone <- s.http.Serve(s.httpLn) }()
 	acceptDone := make(chan struct{})
 	go func() { defer close(acceptDone); s.acceptLoop() }()
+	s.serveInternal()
 
 	s.ready.Store(true)
 	info := ReadyInfo{QUICAddr: s.QUICAddr().String(), HTTPAddr: s.HTTPAddr().String(),
 		Fingerprint: netq.Fingerprint(s.cert.Certificate[0]), AdminTokenFile: s.authRes.AdminTokenPath,
 		DataDir: s.cfg.DataDir, PID: os.Getpid()}
+	s.internalReadyInfo(&info)
 	if err := s.writeReadyFile(info); err != nil {
 		// Tools wait for this file: running without it would look like a hung start.
 		s.log.Error("ready file cannot be written: stopping", "path", s.cfg.ReadyFile, "err", err)
@@ -361,6 +369,7 @@ func (s *Server) drain(acceptDone <-chan struct{}) error {
 		_ = os.Remove(s.cfg.ReadyFile) // a stale file must not point tools at a stopping broker
 	}
 	_ = s.listener.StopAccepting()
+	s.stopAcceptingInternal()
 	<-acceptDone
 	// Stop every connection's readers and event pumps; control streams finish the request
 	// they hold and the answers already queued.
@@ -369,6 +378,7 @@ func (s *Server) drain(acceptDone <-chan struct{}) error {
 	// operations completed; only then is the process-wide count final.
 	clean := waitTimeout(&s.conns, time.Until(deadline))
 	clean = clean && waitTimeout(&s.inflight, time.Until(deadline))
+	clean = s.closeInternal(deadline) && clean // pool (fail waiters), then peer connections
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	engineErr := s.engine.Close(ctx)
@@ -404,6 +414,7 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 
 // closeAll releases whatever New opened when it fails part-way.
 func (s *Server) closeAll() {
+	s.closeInternal(time.Now())
 	if s.listener != nil {
 		s.listener.Close()
 	}

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"strings"
@@ -59,22 +60,7 @@ func TestListenerMetrics(t *testing.T) {
 	if m := readMsg(t, s2); m.Kind() != proto.KindForwardPublishError {
 		t.Fatalf("malformed body answered %v", m.Kind())
 	}
-	clientALPN := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{netq.ALPNClient}}
-	if c, err := quic.DialAddr(ctx, l.Addr().String(), clientALPN, &quic.Config{HandshakeIdleTimeout: 3 * time.Second}); err == nil {
-		c.CloseWithError(0, "")
-		t.Fatal("a client ALPN completed the handshake")
-	}
-	notHello, err := quic.DialAddr(ctx, l.Addr().String(), creds(t, "node-c", TLSFiles{}).ClientTLS("node-b"), &quic.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer notHello.CloseWithError(0, "")
-	s3, err := notHello.OpenStreamSync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeMsg(t, s3, publish(2))
-	waitFor(t, ctx, "the not-Hello connection refused", func() bool { return notHello.Context().Err() != nil })
+	refusedConnections(t, ctx, l)
 	want := map[string]string{
 		"felix_internal_listener_connections_accepted_total":                       "1",
 		"felix_internal_listener_connections_active":                               "1",
@@ -93,6 +79,34 @@ func TestListenerMetrics(t *testing.T) {
 	waitFor(t, ctx, "the refusals counted", func() bool {
 		return metricValue(set, `felix_internal_listener_connections_refused_total{reason="hello"}`) == "1"
 	})
+	checkSeries(t, set, want)
+}
+
+// refusedConnections makes one connection offering the client ALPN (refused in TLS) and one
+// whose first frame is not Hello (closed by the listener).
+func refusedConnections(t *testing.T, ctx context.Context, l *Listener) {
+	t.Helper()
+	clientALPN := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{netq.ALPNClient}}
+	if c, err := quic.DialAddr(ctx, l.Addr().String(), clientALPN, &quic.Config{HandshakeIdleTimeout: 3 * time.Second}); err == nil {
+		c.CloseWithError(0, "")
+		t.Fatal("a client ALPN completed the handshake")
+	}
+	notHello, err := quic.DialAddr(ctx, l.Addr().String(), creds(t, "node-c", TLSFiles{}).ClientTLS("node-b"), &quic.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer notHello.CloseWithError(0, "")
+	s, err := notHello.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeMsg(t, s, publish(2))
+	waitFor(t, ctx, "the not-Hello connection refused", func() bool { return notHello.Context().Err() != nil })
+}
+
+// checkSeries compares each series of want with set and wants bytes counted both ways.
+func checkSeries(t *testing.T, set *metrics.Set, want map[string]string) {
+	t.Helper()
 	for series, v := range want {
 		if got := metricValue(set, series); got != v {
 			t.Errorf("%s = %q, want %q", series, got, v)
