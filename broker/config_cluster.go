@@ -1,9 +1,8 @@
 package broker
 
 // The broker-internal transport settings (issue 16; seeds/internal-protocol.txt, "Why it is a
-// separate protocol" and "The transport"; spec/config.md §3 PROPOSED names). The internal
-// listener is not started by this build's Server yet: these settings are validated, printed
-// and documented so cluster/transport can be wired to them.
+// separate protocol" and "The transport"; spec/config.md §3 PROPOSED names). Server starts
+// the internal listener and pool from them when FELIX_INTERNAL_BIND is set (internal.go).
 
 import (
 	"fmt"
