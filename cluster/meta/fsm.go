@@ -1,0 +1,120 @@
+package meta
+
+import (
+	"errors"
+	"time"
+)
+
+// Config is the state machine's configuration; every member must use the
+// same values. Zero fields take the defaults.
+type Config struct {
+	// LivenessTimeout: a broker is down once this long has passed since its
+	// last registration or heartbeat (DefaultLivenessTimeout).
+	LivenessTimeout time.Duration
+	// ChangeRetention: change-feed rows kept
+	// (FELIX_CONTROLPLANE_CHANGE_RETENTION_MAX_ROWS; DefaultChangeRetention).
+	ChangeRetention int
+}
+
+// DefaultChangeRetention is spec/config.md §5's
+// FELIX_CONTROLPLANE_CHANGE_RETENTION_MAX_ROWS default.
+const DefaultChangeRetention = 10000
+
+// Result is one applied entry's outcome: its index and kind, the value the
+// command produced (a Stream, Broker, Assignment, FeatureState…), or Err, a
+// typed refusal with an HTTP status (StatusOf) that left the state unchanged.
+type Result struct {
+	Index uint64
+	Kind  Kind
+	Value any
+	Err   error
+}
+
+// FSM is the control plane's state machine. It is not goroutine-safe: the
+// Raft wrapper calls Apply, Snapshot and Restore from one goroutine (as
+// hashicorp/raft does) and hands States (immutable) to readers.
+type FSM struct {
+	cfg   Config
+	state *State
+	feed  feed
+}
+
+// New gives an empty state machine.
+func New(cfg Config) *FSM {
+	if cfg.LivenessTimeout <= 0 {
+		cfg.LivenessTimeout = DefaultLivenessTimeout
+	}
+	if cfg.ChangeRetention <= 0 {
+		cfg.ChangeRetention = DefaultChangeRetention
+	}
+	return &FSM{cfg: cfg, state: &State{}, feed: feed{retention: cfg.ChangeRetention, epoch: 1}}
+}
+
+// Config gives the configuration with defaults filled.
+func (f *FSM) Config() Config { return f.cfg }
+
+// State gives the current point-in-time state (O(1); later Applies do not
+// change it).
+func (f *FSM) State() *State { return f.state }
+
+// txn is one Apply's working copy of the state.
+type txn struct {
+	s       State
+	cfg     Config
+	index   uint64
+	level   Level
+	changes []Change
+}
+
+func (tx *txn) record(entity, op, key string, value any) {
+	tx.changes = append(tx.changes, Change{Seq: tx.index, Entity: entity, Op: op, Key: key, Value: value})
+}
+
+// ErrIndexOrder is the *FatalError cause when Apply is given an index not
+// above the last one applied.
+var ErrIndexOrder = errors.New("index not above the last applied")
+
+// Apply applies the committed entry at index (issue 17 item 2). The error is
+// a *FatalError (errors.Is ErrUnreadableEntry): an unknown kind or level, a
+// malformed body, an index out of order; the member must log it and exit.
+// A refused command is Result.Err, with the state unchanged but for its
+// index. A successful one raises the floor to the entry's level and appends
+// its changes to the feed, each with Seq = index.
+func (f *FSM) Apply(index uint64, entry []byte) (Result, error) {
+	if index <= f.state.index {
+		return Result{}, &FatalError{Index: index, Reason: "index out of order", Err: ErrIndexOrder}
+	}
+	cmd, level, err := DecodeEntry(index, entry)
+	if err != nil {
+		return Result{}, err
+	}
+	tx := &txn{s: *f.state, cfg: f.cfg, index: index, level: level}
+	tx.s.seal()
+	val, err := cmd.apply(tx)
+	res := Result{Index: index, Kind: cmd.Kind(), Value: val, Err: err}
+	next := tx.s
+	if err != nil {
+		next = *f.state
+	} else {
+		next.meta.Floor = max(next.meta.Floor, level)
+		f.feed.append(tx.changes)
+	}
+	next.index = index
+	next.seal()
+	f.state = &next
+	return res, nil
+}
+
+// Propose encodes cmd as an entry for the current state and the group's
+// members (issue 17 item 6): the entry's level is the command's required
+// level, raised to the highest level it gains from that every member has
+// reported (groupLevel, from GroupLevel). Errors: *LevelError (409) when the
+// group is below the required level, naming the lowest member.
+func (f *FSM) Propose(cmd Command, voters []string) ([]byte, error) {
+	req, full := cmd.levels(f.state)
+	group, low, reported := GroupLevel(f.state, voters)
+	if group < req {
+		return nil, &LevelError{What: cmd.Kind().String(), Needed: req, Member: low, Reported: group, Unreported: !reported}
+	}
+	return EncodeEntry(cmd, max(req, min(full, group)))
+}
