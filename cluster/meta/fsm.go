@@ -105,16 +105,19 @@ func (f *FSM) Apply(index uint64, entry []byte) (Result, error) {
 	return res, nil
 }
 
-// Propose encodes cmd as an entry for the current state and the group's
-// members (issue 17 item 6): the entry's level is the command's required
-// level, raised to the highest level it gains from that every member has
-// reported (groupLevel, from GroupLevel). Errors: *LevelError (409) when the
-// group is below the required level, naming the lowest member.
+// Propose encodes cmd as an entry for the current state and the voters
+// (issue 17 item 6). The command's required level must be reported by every
+// voter (CheckWriteLevel); the entry's level is then raised towards the
+// highest level the command gains from (a storage identity at 12, report
+// stamps at 13, deletes taking shard state at 10) as far as the lowest level
+// a voter reported: a voter that has not reported yet is taken to be on the
+// same build as the others (it was checked when it was added). Errors:
+// *LevelError (409).
 func (f *FSM) Propose(cmd Command, voters []string) ([]byte, error) {
 	req, full := cmd.levels(f.state)
-	group, low, reported := GroupLevel(f.state, voters)
-	if group < req {
-		return nil, &LevelError{What: cmd.Kind().String(), Needed: req, Member: low, Reported: group, Unreported: !reported}
+	if err := CheckWriteLevel(f.state, voters, cmd.Kind().String(), req); err != nil {
+		return nil, err
 	}
+	group, _, _ := GroupLevel(f.state, voters)
 	return EncodeEntry(cmd, max(req, min(full, group)))
 }

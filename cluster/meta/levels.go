@@ -5,34 +5,42 @@ import (
 	"strconv"
 )
 
-// GroupLevel gives the lowest metadata level the voters have reported (the
-// highest level every member can apply), the member at it and whether it
-// reported at all. With no voters (a state machine on its own) it is
-// BuildMaxLevel; a voter without a report counts as level 0.
-func GroupLevel(s *State, voters []string) (level Level, member string, reported bool) {
-	level, reported = BuildMaxLevel, true
+// GroupLevel gives, over the voters (the Raft configuration's member ids),
+// the lowest metadata level reported and the member at it (BuildMaxLevel and
+// "" when none reported: a state machine on its own), and the voters that
+// have reported no level yet, sorted.
+func GroupLevel(s *State, voters []string) (level Level, lowest string, unreported []string) {
+	level = BuildMaxLevel
 	for _, v := range slices.Sorted(slices.Values(voters)) {
 		m, ok := s.members.get(v)
-		if !ok {
-			return 0, v, false
-		}
-		if m.Level < level {
-			level, member = m.Level, v
+		switch {
+		case !ok:
+			unreported = append(unreported, v)
+		case m.Level < level:
+			level, lowest = m.Level, v
 		}
 	}
-	return level, member, reported
+	return level, lowest, unreported
 }
 
 // CheckWriteLevel refuses a write needing level needed until every voter
 // reports at least it (seed: "until every member is there the finalize, and
-// any request for a jump_hash stream, is refused with 409"). Errors:
-// *LevelError naming the write, both levels and the member.
+// any request for a jump_hash stream, is refused with 409"). A write at
+// LevelBase is never refused: every build reads it. Errors: *LevelError
+// naming the write, both levels and the member (a voter that reported none
+// first).
 func CheckWriteLevel(s *State, voters []string, what string, needed Level) error {
-	group, low, reported := GroupLevel(s, voters)
-	if group >= needed {
+	if needed <= LevelBase {
 		return nil
 	}
-	return &LevelError{What: what, Needed: needed, Member: low, Reported: group, Unreported: !reported}
+	level, lowest, unreported := GroupLevel(s, voters)
+	if len(unreported) > 0 {
+		return &LevelError{What: what, Needed: needed, Member: unreported[0], Unreported: true}
+	}
+	if level < needed {
+		return &LevelError{What: what, Needed: needed, Member: lowest, Reported: level}
+	}
+	return nil
 }
 
 // MemberLevelError refuses adding a member whose build is below the group's

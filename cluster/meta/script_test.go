@@ -152,8 +152,8 @@ func (h *harness) cmdVoters(d *datadriven.TestData) string {
 	for _, a := range d.CmdArgs {
 		h.voters = append(h.voters, a.Key)
 	}
-	lvl, low, rep := GroupLevel(h.fsm.state, h.voters)
-	return fmt.Sprintf("voters %v group level %d (lowest %q reported=%v)", h.voters, lvl, low, rep)
+	lvl, low, unrep := GroupLevel(h.fsm.state, h.voters)
+	return fmt.Sprintf("voters %v: lowest level reported %d (%q), unreported %v", h.voters, lvl, low, unrep)
 }
 
 func (h *harness) cmdMember(d *datadriven.TestData) string {
