@@ -158,8 +158,13 @@ func (c *clientConn) watch() {
 // read delivers the answers arriving on s. A frame the peer should not have sent closes the
 // connection (CodeMalformed / CodeProtocolVersion): only this peer's connection is affected.
 func (c *clientConn) read(s *quic.Stream) {
+	var buf []byte // reused while the answers decoded from it hold no bytes of it (scalarAnswer)
 	for {
-		m, body, _, _, err := readMessage(s, nil, c.pool.opts.MaxFrameBytes, c.peer)
+		m, body, _, _, err := readMessage(s, buf, c.pool.opts.MaxFrameBytes, c.peer)
+		buf = nil
+		if err == nil && scalarAnswer(m.Kind()) && cap(body) <= 64<<10 {
+			buf = body[:0]
+		}
 		if err != nil {
 			var fe *FrameError
 			if errors.As(err, &fe) {
@@ -197,10 +202,11 @@ func (c *clientConn) roundTrip(ctx context.Context, frame []byte) (proto.Interna
 func (c *clientConn) send(st *clientStream, frame []byte) (uint64, chan proto.InternalMessage, error) {
 	corr := c.corr.Add(1)
 	setCorrelation(frame, corr)
-	w := make(chan proto.InternalMessage, 1)
+	w := getWaiter()
 	c.mu.Lock()
 	if c.dead {
 		c.mu.Unlock()
+		putWaiter(w)
 		return 0, nil, fmt.Errorf("%w: %s", ErrConnectionLost, c.peer)
 	}
 	c.waiters[corr] = w
@@ -223,14 +229,23 @@ func (c *clientConn) send(st *clientStream, frame []byte) (uint64, chan proto.In
 // forgets the waiter.
 func (c *clientConn) await(ctx context.Context, corr uint64, w chan proto.InternalMessage) (proto.InternalMessage, error) {
 	defer c.forget(corr)
-	timeout, stop := c.pool.after(c.pool.opts.RequestTimeout)
-	defer stop()
+	var timeout <-chan time.Time
+	if c.pool.after != nil {
+		ch, stop := c.pool.after(c.pool.opts.RequestTimeout)
+		defer stop()
+		timeout = ch
+	} else {
+		t := getTimer(c.pool.opts.RequestTimeout)
+		defer putTimer(t)
+		timeout = t.C
+	}
 	start := time.Now()
 	select {
 	case m, ok := <-w:
 		if !ok {
 			return nil, fmt.Errorf("%w: %s", ErrConnectionLost, c.peer)
 		}
+		putWaiter(w) // its one send was received: nobody else holds it (timers.go)
 		c.m.observe(start)
 		return m, nil
 	case <-timeout:

@@ -92,18 +92,14 @@ type Pool struct {
 	udp   *net.UDPConn
 	tr    *quic.Transport
 
-	// after starts a request's timeout; tests replace it with a fake clock.
+	// after, when set, starts a request's timeout instead of a pooled timer (timers.go):
+	// tests replace it with a fake clock.
 	after func(time.Duration) (<-chan time.Time, func() bool)
 	dials atomic.Int64 // dial attempts, for tests
 
 	mu     sync.Mutex
 	peers  map[string]*peerState
 	closed bool
-}
-
-func realAfter(d time.Duration) (<-chan time.Time, func() bool) {
-	t := time.NewTimer(d)
-	return t.C, t.Stop
 }
 
 // NewPool binds PoolOptions.LocalAddr for dialling as the node creds names.
@@ -117,7 +113,7 @@ func NewPool(creds *Credentials, opts PoolOptions) (*Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport: bind %q: %w", opts.LocalAddr, err)
 	}
-	return &Pool{creds: creds, opts: opts, udp: udp, tr: &quic.Transport{Conn: udp}, after: realAfter,
+	return &Pool{creds: creds, opts: opts, udp: udp, tr: &quic.Transport{Conn: udp},
 		peers: map[string]*peerState{}}, nil
 }
 
@@ -160,6 +156,12 @@ func (p *Pool) Conns() int {
 
 // peer returns the state of to.NodeID (case-insensitive), creating it within MaxPeers.
 func (p *Pool) peer(to Peer) (*peerState, error) {
+	p.mu.Lock()
+	if ps := p.peers[to.NodeID]; ps != nil && !p.closed {
+		p.mu.Unlock() // a key present was validated and lowered when it was added
+		return ps, nil
+	}
+	p.mu.Unlock()
 	if err := ValidNodeID(to.NodeID); err != nil {
 		return nil, err
 	}
