@@ -177,3 +177,9 @@ func StatusOf(err error) int {
 	}
 	return 500
 }
+
+// entryBelow refuses (409, code entry_level) a committed entry whose level is
+// below what its effect needs: a proposer that did not know the rule.
+func entryBelow(what string, needed, level Level) *Refusal {
+	return conflict("entry_level", "%s needs an entry at metadata level %d; this one is at %d", what, needed, level)
+}

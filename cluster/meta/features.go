@@ -137,7 +137,7 @@ func (c *FinalizeFeature) apply(tx *txn) (any, error) {
 			"(a stream or cache was created, or a broker registered twice); finalize it with the runbook", c.Feature)
 	}
 	if tx.level < FeatureLevel(c.Feature) {
-		return nil, &LevelError{What: "finalizing " + c.Feature, Needed: FeatureLevel(c.Feature), Member: "entry", Reported: tx.level}
+		return nil, entryBelow("finalizing "+c.Feature, FeatureLevel(c.Feature), tx.level)
 	}
 	st := FeatureState{Name: c.Feature, FinalizedIndex: tx.index, Auto: c.Auto}
 	tx.s.features.put(c.Feature, st)

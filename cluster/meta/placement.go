@@ -39,8 +39,9 @@ type Slot struct {
 // Place assigns each of shards shards a leader and r-1 followers among live
 // (node ids; draining and down brokers excluded by the caller), so that
 // leaders spread evenly and no broker is twice in one set (issue 17 item 4).
-// load is the existing placement, counted in; ties go to the lower node id,
-// so Place is deterministic. Errors: *PlacementError when len(live) < r.
+// A leader is the broker leading fewest of these shards, then fewest in load
+// (the existing placement), then in fewest sets; followers are the brokers in
+// fewest sets; ties go to the lower node id, so Place is deterministic. Errors: *PlacementError when len(live) < r.
 func Place(live []string, shards uint32, r int, load map[string]Load) ([]Slot, error) {
 	if len(live) < r {
 		return nil, &PlacementError{Need: r, Live: len(live)}
@@ -50,8 +51,12 @@ func Place(live []string, shards uint32, r int, load map[string]Load) ([]Slot, e
 	for _, id := range ids {
 		cur[id] = load[id]
 	}
+	local := map[string]int{} // leaders within this stream or cache
 	byLeaders := func(a, b string) int {
 		la, lb := cur[a], cur[b]
+		if local[a] != local[b] {
+			return local[a] - local[b]
+		}
 		if la.Leaders != lb.Leaders {
 			return la.Leaders - lb.Leaders
 		}
@@ -77,6 +82,7 @@ func Place(live []string, shards uint32, r int, load map[string]Load) ([]Slot, e
 		followers := slices.Clone(rest[:r-1])
 		slices.Sort(followers)
 		out[i] = Slot{Leader: leader, Followers: followers}
+		local[leader]++
 		l := cur[leader]
 		l.Leaders++
 		l.Replicas++

@@ -21,17 +21,7 @@ func (h *harness) cmdRegister(d *datadriven.TestData) string {
 		}
 		c.Settings["FELIX_INTERNAL_FENCE"] = v
 	}
-	for _, g := range list(d, "gens") {
-		k, v, _ := strings.Cut(g, "=")
-		if c.Generations == nil {
-			c.Generations = map[string]uint64{}
-		}
-		g, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			scriptFail(d, "gens: %v", err)
-		}
-		c.Generations[k] = g
-	}
+	c.Generations = gens(d)
 	res, out := h.propose(c)
 	if out != "" {
 		return out
@@ -39,6 +29,23 @@ func (h *harness) cmdRegister(d *datadriven.TestData) string {
 	b := res.Value.(Broker)
 	return h.okOr("", "broker %s incarnation=%d storage=%q features=%v enabled=%v",
 		b.NodeID, b.Incarnation, b.StorageID, b.Features, featureNames(h.fsm.state))
+}
+
+// gens parses gens=(shardkey=N,...).
+func gens(d *datadriven.TestData) map[string]uint64 {
+	var out map[string]uint64
+	for _, g := range list(d, "gens") {
+		k, v, _ := strings.Cut(g, "=")
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			scriptFail(d, "gens: %v", err)
+		}
+		if out == nil {
+			out = map[string]uint64{}
+		}
+		out[k] = n
+	}
+	return out
 }
 
 func featureNames(s *State) []string {
@@ -50,7 +57,8 @@ func featureNames(s *State) []string {
 }
 
 func (h *harness) cmdHeartbeat(d *datadriven.TestData) string {
-	_, out := h.propose(&Heartbeat{NodeID: pos(d), Draining: arg(d, "draining", "") != "", AtMs: ms(d, "at")})
+	_, out := h.propose(&Heartbeat{NodeID: pos(d), Draining: arg(d, "draining", "") != "", AtMs: ms(d, "at"),
+		Generations: gens(d)})
 	return h.okOr(out, "heartbeat %s", pos(d))
 }
 
@@ -119,7 +127,7 @@ func (h *harness) cmdPlacement(d *datadriven.TestData) string {
 	for _, br := range h.fsm.state.Brokers() {
 		fmt.Fprintf(&b, "\n%s leads %d, in %d sets", br.NodeID, load[br.NodeID].Leaders, load[br.NodeID].Replicas)
 	}
-	return out + b.String()
+	return strings.TrimPrefix(out+b.String(), "\n")
 }
 
 func (h *harness) cmdFinalize(d *datadriven.TestData) string {

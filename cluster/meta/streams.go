@@ -42,7 +42,7 @@ func (DeleteStream) Kind() Kind { return KindDeleteStream }
 // finalized) needs 10.
 func (c CreateStream) levels(s *State) (Level, Level) {
 	req := LevelBase
-	if c.Routing == "jump_hash" {
+	if c.Routing == "jump_hash" || (c.Routing == "" && s.IsEnabled(FeatureJumpHashRouting)) {
 		req = LevelJumpHash
 	}
 	if s.IsEnabled(FeatureStreamIncarnations) {
@@ -103,7 +103,7 @@ func (c *CreateStream) apply(tx *txn) (any, error) {
 		return nil, err
 	}
 	if c.Routing == "jump_hash" && tx.level < LevelJumpHash {
-		return nil, &LevelError{What: "a jump_hash stream", Needed: LevelJumpHash, Member: "entry", Reported: tx.level}
+		return nil, entryBelow("a jump_hash stream", LevelJumpHash, tx.level)
 	}
 	inc, err := tx.nextIncarnation("stream", c.TenantID, c.Namespace, c.Stream, FeatureStreamIncarnations)
 	if err != nil {
