@@ -24,7 +24,7 @@ func DecodeSnapshot(data []byte) (*State, uint64, error) {
 	if n := binary.BigEndian.Uint32(hdr[28:]); int(n) != len(body) {
 		return nil, 0, &SnapshotError{Reason: "short", Err: fmt.Errorf("body of %d bytes, header says %d", len(body), n)}
 	}
-	if crcOf(hdr[:30], body) != binary.BigEndian.Uint32(hdr[30:]) {
+	if crcOf(hdr[:32], body) != binary.BigEndian.Uint32(hdr[32:]) {
 		return nil, 0, &SnapshotError{Reason: "bad checksum"}
 	}
 	s := &State{index: binary.BigEndian.Uint64(hdr[8:])}

@@ -111,8 +111,8 @@ func (h *harness) cmdCorrupt(d *datadriven.TestData) string {
 		binary.BigEndian.PutUint16(data[4:], uint16(n))
 	}
 	if arg(d, "fix-crc", "") != "" {
-		crc := crcOf(data[:30], data[SnapshotHeaderLen:])
-		binary.BigEndian.PutUint32(data[30:], crc)
+		crc := crcOf(data[:32], data[SnapshotHeaderLen:])
+		binary.BigEndian.PutUint32(data[32:], crc)
 	}
 	h.snaps[arg(d, "as", pos(d))] = data
 	return "corrupted copy saved as " + arg(d, "as", pos(d))

@@ -9,9 +9,9 @@ import (
 
 // Snapshot format (docs/controlplane.md, "Snapshot format"), big-endian:
 //
-//	header (34 bytes): magic "FLXM" | version u16 (1) | reserved u16 (0) |
+//	header (36 bytes): magic "FLXM" | version u16 (1) | reserved u16 (0) |
 //	  index u64 | feed epoch u64 | record count u32 | body length u32 |
-//	  crc32c u32 of the header's first 30 bytes and the body
+//	  crc32c u32 of the header's first 32 bytes and the body
 //	body: records, each [type u16][length u32][strict JSON]
 //
 // Records come in type order, each table sorted by key, so one state always
@@ -19,7 +19,7 @@ import (
 const (
 	SnapshotMagic     = "FLXM"
 	SnapshotVersion   = 1
-	SnapshotHeaderLen = 34
+	SnapshotHeaderLen = 36
 )
 
 // The snapshot record types. Numbers are never reused.
@@ -107,11 +107,11 @@ func (sn *Snapshot) Encode() ([]byte, error) {
 	binary.BigEndian.PutUint64(hdr[16:], sn.Epoch)
 	binary.BigEndian.PutUint32(hdr[24:], count)
 	binary.BigEndian.PutUint32(hdr[28:], uint32(len(body)))
-	binary.BigEndian.PutUint32(hdr[30:], crcOf(hdr[:30], body))
+	binary.BigEndian.PutUint32(hdr[32:], crcOf(hdr[:32], body))
 	return append(hdr, body...), nil
 }
 
-// crcOf is the snapshot checksum: CRC-32C of the header's first 30 bytes
+// crcOf is the snapshot checksum: CRC-32C of the header's first 32 bytes
 // and the body.
 func crcOf(hdr, body []byte) uint32 {
 	return crc32.Update(crc32.Checksum(hdr, castagnoli), castagnoli, body)
