@@ -20,8 +20,11 @@ type cacheTable struct {
 	timer  coreTimer
 }
 
-// cacheShard drives the cache state machine of one shard on its core.
+// cacheShard drives the cache state machine of one shard on its core. The
+// embedded logOwner carries its appends in flight over both logs, its sticky
+// failure, closed and the close waiting for idleness.
 type cacheShard struct {
+	logOwner
 	c        *core
 	name     CacheName
 	index    int
@@ -35,20 +38,9 @@ type cacheShard struct {
 	changes                          fifo[cache.Change] // copies, waiting for their commit
 	watchers                         map[uint64]*CacheWatcher
 	written                          uint64 // cache-log records since the last compaction
-	inflight                         int    // appends not completed yet
-	pendingClose                     *cachePendingClose
 	metrics                          *cacheMetrics
 	stats                            cache.Stats // as last reported to metrics
-	failed                           error
-	closed                           bool
 	onCache, onCounter               func(first, last uint64, err error)
-}
-
-// cachePendingClose is a close waiting for the shard's appends in flight.
-type cachePendingClose struct {
-	reason error
-	remove bool
-	done   chan error
 }
 
 // cacheWaiter is an answer released once both logs reach its offsets.
@@ -76,10 +68,12 @@ func (c *core) openCacheShard(meta *cacheMeta, index int) (*cacheShard, error) {
 	cs := &cacheShard{c: c, name: spec.Name, index: index, durable: spec.Durable, metrics: meta.metrics,
 		sm: cache.New(spec.Limits), watchers: map[uint64]*CacheWatcher{}}
 	cs.onCache, cs.onCounter = cs.cacheAppended, cs.counterAppended
+	cs.initOwner(c, cs.failWaiters, cs.close)
 	if spec.Durable {
 		if err := cs.openLogs(); err != nil {
 			return nil, err
 		}
+		cs.durableLog = cs.log
 	}
 	cs.reportStats()
 	t := c.cacheTable()
@@ -124,30 +118,6 @@ func (cs *cacheShard) replay() error {
 	}
 	cs.cacheCommitted, cs.counterCommitted = cs.log.NextOffset(), cs.counters.NextOffset()
 	return cs.sm.FinishReplay(cs.cacheCommitted, cs.counterCommitted)
-}
-
-// readWithOffsets feeds every committed record of l to fn with its offset.
-func readWithOffsets(l shardLog, fn func(uint64, []byte) error) error {
-	next := l.EarliestOffset()
-	for next < l.CommittedOffset() {
-		var ferr error
-		from := next
-		err := l.ReadCommitted(from, cacheReadBytes, func(off uint64, _ int64, p []byte) bool {
-			next = off + 1
-			ferr = fn(off, p)
-			return ferr == nil
-		})
-		if err != nil {
-			return err
-		}
-		if ferr != nil {
-			return ferr
-		}
-		if next == from {
-			return fmt.Errorf("core: read of %d returned nothing below committed %d", from, l.CommittedOffset())
-		}
-	}
-	return nil
 }
 
 func (cs *cacheShard) usable() error {
@@ -199,7 +169,7 @@ func (cs *cacheShard) flush() {
 
 func (cs *cacheShard) countAppend(err error) {
 	if err == nil {
-		cs.inflight++
+		cs.begin()
 	}
 }
 
@@ -211,23 +181,23 @@ func (cs *cacheShard) reportStats() {
 }
 
 func (cs *cacheShard) cacheAppended(_, last uint64, err error) {
-	cs.appendDone()
 	if err != nil {
 		cs.fail(storageError("commit cache log", err))
-		return
+	} else {
+		cs.cacheCommitted = max(cs.cacheCommitted, last+1)
+		cs.settle()
 	}
-	cs.cacheCommitted = max(cs.cacheCommitted, last+1)
-	cs.settle()
+	cs.end()
 }
 
 func (cs *cacheShard) counterAppended(_, last uint64, err error) {
-	cs.appendDone()
 	if err != nil {
 		cs.fail(storageError("commit counter log", err))
-		return
+	} else {
+		cs.counterCommitted = max(cs.counterCommitted, last+1)
+		cs.settle()
 	}
-	cs.counterCommitted = max(cs.counterCommitted, last+1)
-	cs.settle()
+	cs.end()
 }
 
 // after answers a once every record written so far is committed.
@@ -259,13 +229,11 @@ func (cs *cacheShard) settle() {
 	}
 }
 
-// fail makes the shard refuse every operation with err (memory may be ahead
-// of the logs: DeleteCache and CreateCache, or a restart, rebuild it).
-func (cs *cacheShard) fail(err error) {
-	if cs.failed != nil {
-		return
-	}
-	cs.failed = err
+// failWaiters is the shard's logOwner.failHook: on its first failure err
+// (from then on fail makes it refuse every operation with err; memory may be
+// ahead of the logs: DeleteCache and CreateCache, or a restart, rebuild it)
+// the waiting answers and the watches end with err.
+func (cs *cacheShard) failWaiters(err error) {
 	for cs.waiters.len() > 0 {
 		cs.waiters.pop().a.answer(err)
 	}
@@ -274,33 +242,15 @@ func (cs *cacheShard) fail(err error) {
 	}
 }
 
-// appendDone counts a completed append and finishes a close waiting for it.
-func (cs *cacheShard) appendDone() {
-	cs.inflight--
-	if pc := cs.pendingClose; pc != nil && cs.inflight == 0 {
-		cs.pendingClose = nil
-		pc.done <- cs.close(pc.reason, pc.remove)
-	}
-}
-
-// closeWhenIdle refuses new operations with reason at once and closes the
-// shard (deleting its logs when remove) once no append is in flight; done
-// receives the outcome.
-func (cs *cacheShard) closeWhenIdle(reason error, remove bool, done chan error) {
-	cs.fail(reason)
-	if cs.inflight > 0 && !cs.closed {
-		cs.pendingClose = &cachePendingClose{reason: reason, remove: remove, done: done}
-		return
-	}
-	done <- cs.close(reason, remove)
-}
-
+// close is the shard's logOwner.closeHook (closeWhenIdle, once no append is
+// in flight) and the engine stop's: it closes the shard and its logs and,
+// when remove, deletes them.
 func (cs *cacheShard) close(reason error, remove bool) error {
 	if cs.closed {
 		return nil
 	}
 	cs.fail(reason)
-	cs.closed = true
+	cs.closeOwner()
 	cs.metrics.update(cs.stats, cache.Stats{Evictions: cs.stats.Evictions, Expirations: cs.stats.Expirations})
 	cs.closeLogs()
 	delete(cs.c.cacheTable().shards, cs)
@@ -345,7 +295,7 @@ func (t *cacheTable) sweep(now int64) {
 
 // maybeCompact compacts the cache log (and the counter log with it) once it
 // has been written cacheCompactFactor times more records than the shard
-// holds values, and at least cacheCompactMin. Only on logs that support it.
+// holds values, and at least cacheCompactMin.
 func (cs *cacheShard) maybeCompact() {
 	if !cs.durable || cs.written < cacheCompactMin {
 		return
@@ -354,23 +304,18 @@ func (cs *cacheShard) maybeCompact() {
 	if cs.written < cacheCompactFactor*uint64(st.Entries+st.Counters) {
 		return
 	}
-	cl, ok1 := cs.log.(logCompactor)
-	nl, ok2 := cs.counters.(logCompactor)
-	if !ok1 || !ok2 {
-		return
-	}
 	cs.written = 0
 	ts := cs.c.clock.WallMicros()
 	recs, _, err := cs.sm.CompactCache()
 	if err == nil {
-		err = cl.Compact(recs, ts, cs.onCache)
+		err = cs.log.Compact(recs, ts, cs.onCache)
 		cs.countAppend(err)
 	}
 	if err == nil {
 		recs, _, err = cs.sm.CompactCounters()
 	}
 	if err == nil {
-		err = nl.Compact(recs, ts, cs.onCounter)
+		err = cs.counters.Compact(recs, ts, cs.onCounter)
 		cs.countAppend(err)
 	}
 	if err != nil {

@@ -13,7 +13,11 @@ import (
 )
 
 // groupShard drives the groups state machine of one durable stream shard.
+// The embedded logOwner carries its appends in flight over both logs
+// (compactions counted in compacting), its sticky failure and closed; it
+// closes with its stream shard, not when idle.
 type groupShard struct {
+	logOwner
 	c        *core
 	stream   *streamShard
 	sm       *groups.Shard
@@ -22,13 +26,10 @@ type groupShard struct {
 	batches  fifo[groupBatch]  // effects appended, oldest first
 	waiters  fifo[groupWaiter] // answers waiting for their token, in token order
 	parked   []*groupPollOp
-	failed   error
-	closed   bool
 	onCursor func(first, last uint64, err error)
 	onDead   func(first, last uint64, err error)
-	// compacting counts compaction appends in flight (maybeCompact).
-	compacting        int
-	compactNext       uint64 // held records at which maybeCompact looks again
+	// compactNext: held records at which maybeCompact looks again.
+	compactNext       uint64
 	onCursorCompacted func(first, last uint64, err error)
 	onDeadCompacted   func(first, last uint64, err error)
 }
@@ -48,6 +49,7 @@ func (c *core) openGroupShard(s *streamShard) (*groupShard, error) {
 	gs := &groupShard{c: c, stream: s}
 	gs.onCursor, gs.onDead = gs.cursorAppended, gs.deadAppended
 	gs.onCursorCompacted, gs.onDeadCompacted = gs.cursorCompacted, gs.deadCompacted
+	gs.initOwner(c, gs.failWaiters, nil)
 	var err error
 	if gs.cursor, err = c.disk.OpenLog(s.logAddr(proto.LogGroupCursors), logOptions{}); err != nil {
 		return nil, storageError(fmt.Sprintf("open group cursors of %s shard %d", s.name, s.index), err)
@@ -60,6 +62,7 @@ func (c *core) openGroupShard(s *streamShard) (*groupShard, error) {
 		gs.closeLogs()
 		return nil, storageError(fmt.Sprintf("replay groups of %s shard %d", s.name, s.index), err)
 	}
+	gs.durableLog = gs.cursor
 	gs.flush() // repair records: durable before any later answer (tokens are ordered)
 	s.onCommit, s.onClose = gs.recordsCommitted, gs.streamClosed
 	return gs, nil
@@ -101,30 +104,6 @@ func (gs *groupShard) replay() error {
 	return err
 }
 
-// readAll feeds every committed record of l to fn, in order.
-func readAll(l shardLog, fn func([]byte) error) error {
-	next := l.EarliestOffset()
-	for next < l.CommittedOffset() {
-		var ferr error
-		from := next
-		err := l.ReadCommitted(from, groupReadBytes, func(off uint64, _ int64, p []byte) bool {
-			next = off + 1
-			ferr = fn(p)
-			return ferr == nil
-		})
-		if err != nil {
-			return err
-		}
-		if ferr != nil {
-			return ferr
-		}
-		if next == from {
-			return fmt.Errorf("core: read of %d returned nothing below committed %d", from, l.CommittedOffset())
-		}
-	}
-	return nil
-}
-
 // Compaction of the group logs (docs/groups.md "Compaction"): once the two logs
 // hold more than groupCompactFactor times the records of the shard's live state
 // (groups.Shard.Snapshot), and at least groupCompactMin records, the live state
@@ -143,9 +122,7 @@ func (gs *groupShard) maybeCompact() {
 		return
 	}
 	held := gs.cursor.NextOffset() - gs.cursor.EarliestOffset() + gs.dead.NextOffset() - gs.dead.EarliestOffset()
-	cc, ok1 := gs.cursor.(logCompactor)
-	dc, ok2 := gs.dead.(logCompactor)
-	if !ok1 || !ok2 || held < max(groupCompactMin, gs.compactNext) {
+	if held < max(groupCompactMin, gs.compactNext) {
 		return
 	}
 	cursor, dead := gs.sm.Snapshot()
@@ -156,18 +133,12 @@ func (gs *groupShard) maybeCompact() {
 	gs.compactNext = 0
 	ts := gs.c.clock.WallMicros()
 	if len(dead) > 0 {
-		if err := dc.Compact(dead, ts, gs.onDeadCompacted); err != nil {
-			gs.fail(storageError("compact dead letters", err))
+		if !gs.compact(gs.dead, "compact dead letters", dead, ts, gs.onDeadCompacted) {
 			return
 		}
-		gs.compacting++
 		gs.sm.SetDeadLetterLogEnd(gs.dead.NextOffset())
 	}
-	if err := cc.Compact(cursor, ts, gs.onCursorCompacted); err != nil {
-		gs.fail(storageError("compact group cursors", err))
-		return
-	}
-	gs.compacting++
+	gs.compact(gs.cursor, "compact group cursors", cursor, ts, gs.onCursorCompacted)
 }
 
 func (gs *groupShard) cursorCompacted(_, _ uint64, err error) { gs.compacted("group cursors", err) }
@@ -175,10 +146,10 @@ func (gs *groupShard) deadCompacted(_, _ uint64, err error)   { gs.compacted("de
 
 // compacted is a compaction append's callback.
 func (gs *groupShard) compacted(what string, err error) {
-	gs.compacting--
 	if err != nil {
 		gs.fail(storageError("compact "+what, err))
 	}
+	gs.compactEnded()
 }
 
 // after runs fn once token t is durable (or with the shard's failure).
@@ -205,12 +176,14 @@ func (gs *groupShard) flush() {
 			gs.fail(storageError("append group cursors", err))
 			return
 		}
+		gs.begin()
 	}
 	if b.needDead {
 		if err := gs.dead.Append(fx.DeadLetters, ts, gs.onDead); err != nil {
 			gs.fail(storageError("append dead letters", err))
 			return
 		}
+		gs.begin()
 	}
 	gs.batches.push(b)
 	gs.settle()
@@ -231,6 +204,7 @@ func (gs *groupShard) deadAppended(_, _ uint64, err error) {
 func (gs *groupShard) appended(err error, need func(*groupBatch) *bool) {
 	if err != nil {
 		gs.fail(storageError("commit group logs", err))
+		gs.end()
 		return
 	}
 	for i := 0; i < gs.batches.len(); i++ {
@@ -240,6 +214,7 @@ func (gs *groupShard) appended(err error, need func(*groupBatch) *bool) {
 		}
 	}
 	gs.settle()
+	gs.end()
 }
 
 // settle marks complete batches durable, in order, and releases their answers.
@@ -258,13 +233,10 @@ func (gs *groupShard) settle() {
 	}
 }
 
-// fail makes the group state refuse every operation with err and answers every
-// waiter and parked poll with it.
-func (gs *groupShard) fail(err error) {
-	if gs.failed != nil {
-		return
-	}
-	gs.failed = err
+// failWaiters is the group state's logOwner.failHook: on its first failure
+// err (from then on fail makes it refuse every operation with err) every
+// waiter and parked poll is answered with it.
+func (gs *groupShard) failWaiters(err error) {
 	for gs.waiters.len() > 0 {
 		gs.waiters.pop().fn(err)
 	}
@@ -279,7 +251,7 @@ func (gs *groupShard) close(err error) {
 		return
 	}
 	gs.fail(err)
-	gs.closed = true
+	gs.closeOwner()
 	gs.stream.onCommit, gs.stream.onClose = nil, nil
 	gs.closeLogs()
 }

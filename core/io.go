@@ -63,14 +63,12 @@ type shardLog interface {
 	// error wrapping seglog.ErrNotTail (*seglog.NotTailError) with nothing
 	// stored and done not called. done as Append.
 	AppendAt(first uint64, recs []seglog.Record, done func(first, last uint64, err error)) error
-	Close() error
-}
-
-// logCompactor is a shardLog that can compact (seglog.Log.Compact): append
-// live as new records at the tail and, once that append completed (done),
-// drop every older record, moving EarliestOffset to the first live one.
-type logCompactor interface {
+	// Compact appends live as new records at the tail and, once that append
+	// completed (done), drops every older record, moving EarliestOffset to
+	// the first live one (seglog.Log.Compact): the producers, cache, counter
+	// and group logs stay bounded through it (logOwner.compact).
 	Compact(live [][]byte, tsMicros int64, done func(first, last uint64, err error)) error
+	Close() error
 }
 
 // coreDisk is a core's I/O: its ring and the seglog.Disk on it. Every method

@@ -138,6 +138,7 @@ func (s *streamShard) logProducer(e *producerEntry) {
 		return
 	}
 	s.producerPending.push(e)
+	s.begin()
 }
 
 // producerLogged is the producers log's append callback.
@@ -150,13 +151,13 @@ func (s *streamShard) producerLogged(_, _ uint64, err error) {
 		err = storageError("producer key commit", err)
 		s.fail(err)
 		s.producers.abort(s, e, err)
-		s.tryClose()
+		s.end()
 		return
 	}
 	e.logged = true
 	s.producers.settle(s, e)
 	s.compactProducers()
-	s.tryClose()
+	s.end()
 }
 
 // compactProducers rewrites the producers log as the current window once it
@@ -166,8 +167,7 @@ func (s *streamShard) producerLogged(_, _ uint64, err error) {
 func (s *streamShard) compactProducers() {
 	w := s.producers
 	limit := uint64(producerCompactFactor * max(w.max, 64))
-	compactor, ok := s.producerLog.(logCompactor)
-	if !ok || s.producerCompacting || s.producerLog.NextOffset()-s.producerLog.EarliestOffset() <= limit {
+	if s.producerCompacting || s.producerLog.NextOffset()-s.producerLog.EarliestOffset() <= limit {
 		return
 	}
 	live := make([][]byte, 0, w.order.len())
@@ -180,11 +180,7 @@ func (s *streamShard) compactProducers() {
 	if len(live) == 0 {
 		return
 	}
-	if err := compactor.Compact(live, s.c.clock.WallMicros(), s.onCompacted); err != nil {
-		s.fail(storageError("compact producer keys", err))
-		return
-	}
-	s.producerCompacting = true
+	s.producerCompacting = s.compact(s.producerLog, "compact producer keys", live, s.c.clock.WallMicros(), s.onCompacted)
 }
 
 // producerCompactFactor: the producers log is compacted past this many
@@ -197,6 +193,7 @@ func (s *streamShard) producerCompacted(_, _ uint64, err error) {
 	if err != nil {
 		s.fail(storageError("compact producer keys", err))
 	}
+	s.compactEnded()
 }
 
 // appendProducerRecord appends the key record of key at [first, last].

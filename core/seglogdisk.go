@@ -228,11 +228,8 @@ func (l *seglogLog) Compact(live [][]byte, ts int64, done func(first, last uint6
 	return l.log.Compact(live, ts, done)
 }
 
-// Every production log compacts and enforces retention.
-var (
-	_ logCompactor = (*seglogLog)(nil)
-	_ logRetainer  = (*seglogLog)(nil)
-)
+// Every production log enforces retention.
+var _ logRetainer = (*seglogLog)(nil)
 
 func (l *seglogLog) Close() error {
 	return errors.Join(l.reader.Close(), l.log.Close())

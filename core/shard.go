@@ -8,8 +8,12 @@ import (
 
 // streamShard is one shard of a stream: its log (durable) or replay ring
 // (in-memory), its subscribers and its idempotent-producer window. Every
-// field is owned by core c; other goroutines only hold the pointer.
+// field is owned by core c; other goroutines only hold the pointer. The
+// embedded logOwner carries its appends in flight (records, producer keys,
+// compactions), its sticky failure (failed; ErrStorageFailed-wrapped, or
+// ErrNotFound after delete), closed and the close waiting for idleness.
 type streamShard struct {
+	logOwner
 	c       *core
 	name    StreamName
 	index   int
@@ -40,17 +44,13 @@ type streamShard struct {
 	producerScratch []byte
 	producerArgs    [1][]byte
 	// producerCompacting is set while a compaction of the producers log is
-	// in flight.
+	// in flight (one at a time; also counted by the logOwner).
 	producerCompacting bool
 
 	subs     []*Subscription
 	blocking []*Subscription // Block subscribers with a full queue
 	held     fifo[heldPublish]
 	stall    coreTimer
-
-	failed       error // sticky: ErrStorageFailed-wrapped, or ErrNotFound after delete
-	closed       bool
-	pendingClose *pendingClose
 
 	onAppended  func(first, last uint64, err error) // bound once: no per-append closure
 	onLogged    func(first, last uint64, err error)
@@ -92,11 +92,13 @@ func (c *core) openStreamShard(spec *StreamSpec, index int) (*streamShard, error
 	s.onLogged = s.producerLogged
 	s.onCompacted = s.producerCompacted
 	s.stall = coreTimer{index: -1, fn: s.stallExpired}
+	s.initOwner(c, s.failHeld, s.closeAndRemove)
 	s.producers = newProducerWindow(cfg.ProducerWindow)
 	if spec.Durable {
 		if err := s.openLogs(spec.logOptions()); err != nil {
 			return nil, err
 		}
+		s.durableLog = s.records
 		s.fanoutNext = s.records.NextOffset()
 		s.committed, s.released = s.fanoutNext, s.fanoutNext
 	} else {
@@ -208,6 +210,7 @@ func (s *streamShard) apply(req *PublishRequest, done func(PublishResult, error)
 		done(PublishResult{}, err)
 		return
 	}
+	s.begin()
 	if ackMode(req.Ack, true) == AckOnCommit {
 		entry.done = done
 	} else {
@@ -261,7 +264,7 @@ func (s *streamShard) appended(first, last uint64, err error) {
 		if e.done != nil {
 			e.done(PublishResult{}, err)
 		}
-		s.tryClose()
+		s.end()
 		return
 	}
 	s.metrics.commit.Update(float64(s.c.clock.MonoNanos()-e.stagedNanos) / 1e9)
@@ -270,7 +273,7 @@ func (s *streamShard) appended(first, last uint64, err error) {
 	if s.releasesAtCommit() {
 		s.releaseTo(s.committed)
 	}
-	s.tryClose()
+	s.end()
 }
 
 // readFrame re-reads a committed batch from the log and encodes it: for a
@@ -305,12 +308,9 @@ func (s *streamShard) endSubscribers(err error) {
 	s.subs = s.subs[:0]
 }
 
-// fail makes the shard refuse publishes from now on with err.
-func (s *streamShard) fail(err error) {
-	if s.failed != nil {
-		return
-	}
-	s.failed = err
+// failHeld is the shard's logOwner.failHook: its first failure (err) fails
+// the publishes it holds; fail (logOwner) makes it refuse publishes from now on.
+func (s *streamShard) failHeld(err error) {
 	s.metrics.failed.Store(1)
 	for s.held.len() > 0 {
 		h := s.held.pop()
@@ -326,7 +326,7 @@ func (s *streamShard) close(err error) {
 		return
 	}
 	s.fail(err)
-	s.closed = true
+	s.closeOwner()
 	if s.onClose != nil {
 		s.onClose(err)
 	}
@@ -342,34 +342,15 @@ func (s *streamShard) close(err error) {
 	delete(s.c.shards, s)
 }
 
-// pendingClose is a close waiting for the shard's appends in flight.
-type pendingClose struct {
-	reason error
-	remove bool
-	done   chan error
-}
-
-// closeWhenIdle refuses new publishes with reason at once and closes the
-// shard (deleting its logs when remove) once no append is in flight; done
-// receives the outcome.
-func (s *streamShard) closeWhenIdle(reason error, remove bool, done chan error) {
-	s.fail(reason)
-	s.pendingClose = &pendingClose{reason: reason, remove: remove, done: done}
-	s.tryClose()
-}
-
-func (s *streamShard) tryClose() {
-	pc := s.pendingClose
-	if pc == nil || s.inflight.len() > 0 || s.producerPending.len() > 0 || s.producerCompacting {
-		return
+// closeAndRemove is the shard's logOwner.closeHook (closeWhenIdle, once no
+// append is in flight): it closes the shard and, when remove, deletes its
+// logs.
+func (s *streamShard) closeAndRemove(reason error, remove bool) error {
+	s.close(reason)
+	if remove && s.durable {
+		return s.c.disk.RemoveLogs(ShardRef{Kind: ShardStream, Name: s.name, Shard: s.index})
 	}
-	s.pendingClose = nil
-	s.close(pc.reason)
-	var err error
-	if pc.remove && s.durable {
-		err = s.c.disk.RemoveLogs(ShardRef{Kind: ShardStream, Name: s.name, Shard: s.index})
-	}
-	pc.done <- err
+	return nil
 }
 
 // openShard opens shard index of spec's stream on c, its logs with the
