@@ -54,7 +54,7 @@ type TenantKeys interface {
 // 409 exists / not_empty, 500 storage_failed. A POSTed stream without "durable" is durable
 // unless NoDurableStorage (docs/operations.md, "Admin API").
 type Admin struct {
-	Catalog  *Catalog
+	Catalog  CatalogStore // reads through CatalogView, changes through CatalogWriter
 	Verifier auth.Verifier
 	Keys     TenantKeys // nil when auth is off
 	Streams  StreamApplier

@@ -9,87 +9,96 @@ import (
 	"felix/proto"
 )
 
-// handleExtension serves cache messages (spec/client-protocol.md §6, §8.1, §8.2) on any
-// authenticated bi stream; false = not a message this broker serves. Requests are
-// pipelined: answers carry the request_id and may arrive out of order (§1.1).
-func (s *session) handleExtension(m proto.Message) bool {
-	switch m := m.(type) {
-	case *proto.CachePut:
-		if !s.cacheAllowed(auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.RequestID) {
-			return true
-		}
-		ttl := cache.NoTTL
-		if m.TTLMs != nil {
-			if *m.TTLMs > 1<<62 {
-				s.sendError(proto.CodeMalformed, "ttl_ms out of range", m.RequestID)
-				return true
-			}
-			ttl = cache.TTLMillis(int64(*m.TTLMs))
-		}
-		name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
-		s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
-			return s.h.s.engine.CachePut(name, shard, key, m.Value, ttl, func(err error) {
-				defer s.opDone()
-				switch {
-				case err != nil:
-					s.cacheError(err, id)
-				case id != nil:
-					s.send(&proto.CacheOK{RequestID: *id})
-				default:
-					s.send(&proto.OK{})
-				}
-			})
-		})
-	case *proto.CacheGet:
-		if !s.cacheAllowed(auth.ActionCacheRead, m.TenantID, m.Namespace, m.Cache, m.RequestID) {
-			return true
-		}
-		name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
-		s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
-			return s.h.s.engine.CacheGet(name, shard, key, func(value []byte, found bool, err error) {
-				defer s.opDone()
-				if err != nil {
-					s.cacheError(err, id)
-					return
-				}
-				s.send(&proto.CacheValue{TenantID: m.TenantID, Namespace: m.Namespace, Cache: m.Cache, Key: m.Key, Value: presence(value, found), RequestID: id})
-			})
-		})
-	case *proto.CacheDelete:
-		if !s.cacheAllowed(auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.RequestID) {
-			return true
-		}
-		name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
-		s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
-			return s.h.s.engine.CacheDelete(name, shard, key, func(value []byte, found bool, err error) {
-				defer s.opDone()
-				if err != nil {
-					s.cacheError(err, id)
-					return
-				}
-				s.send(&proto.CacheDeleted{TenantID: m.TenantID, Namespace: m.Namespace, Cache: m.Cache, Key: m.Key, Value: presence(value, found), RequestID: id})
-			})
-		})
-	case *proto.CounterAdd:
-		if !s.cacheAllowed(auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.RequestID) {
-			return true
-		}
-		name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
-		s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
-			return s.h.s.engine.CounterAdd(name, shard, key, m.Delta, s.counterAnswer(m.TenantID, m.Namespace, m.Cache, m.Key, id))
-		})
-	case *proto.CounterGet:
-		if !s.cacheAllowed(auth.ActionCacheRead, m.TenantID, m.Namespace, m.Cache, m.RequestID) {
-			return true
-		}
-		name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
-		s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
-			return s.h.s.engine.CounterGet(name, shard, key, s.counterAnswer(m.TenantID, m.Namespace, m.Cache, m.Key, id))
-		})
-	default:
-		return s.handleGroup(m)
+// The cache messages (spec/client-protocol.md §6, §8.1, §8.2) are served on any
+// authenticated bi stream, one handler each in the session's handler table (handlers.go).
+// Requests are pipelined: answers carry the request_id and may arrive out of order (§1.1).
+
+// handleCachePut stores a value with an optional ttl_ms and answers cache_ok (ok without
+// a request_id) (§8.1; permission cache.write).
+func (s *session) handleCachePut(m *proto.CachePut) {
+	if !s.cacheAllowed(auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.RequestID) {
+		return
 	}
-	return true
+	ttl := cache.NoTTL
+	if m.TTLMs != nil {
+		if *m.TTLMs > 1<<62 {
+			s.sendError(proto.CodeMalformed, "ttl_ms out of range", m.RequestID)
+			return
+		}
+		ttl = cache.TTLMillis(int64(*m.TTLMs))
+	}
+	name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
+	s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
+		return s.svc.CachePut(name, shard, key, m.Value, ttl, func(err error) {
+			defer s.opDone()
+			switch {
+			case err != nil:
+				s.cacheError(err, id)
+			case id != nil:
+				s.send(&proto.CacheOK{RequestID: *id})
+			default:
+				s.send(&proto.OK{})
+			}
+		})
+	})
+}
+
+// handleCacheGet answers cache_value (§8.1; permission cache.read).
+func (s *session) handleCacheGet(m *proto.CacheGet) {
+	if !s.cacheAllowed(auth.ActionCacheRead, m.TenantID, m.Namespace, m.Cache, m.RequestID) {
+		return
+	}
+	name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
+	s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
+		return s.svc.CacheGet(name, shard, key, func(value []byte, found bool, err error) {
+			defer s.opDone()
+			if err != nil {
+				s.cacheError(err, id)
+				return
+			}
+			s.send(&proto.CacheValue{TenantID: m.TenantID, Namespace: m.Namespace, Cache: m.Cache, Key: m.Key, Value: presence(value, found), RequestID: id})
+		})
+	})
+}
+
+// handleCacheDelete answers cache_deleted with the removed value (§8.1; permission cache.write).
+func (s *session) handleCacheDelete(m *proto.CacheDelete) {
+	if !s.cacheAllowed(auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.RequestID) {
+		return
+	}
+	name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
+	s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
+		return s.svc.CacheDelete(name, shard, key, func(value []byte, found bool, err error) {
+			defer s.opDone()
+			if err != nil {
+				s.cacheError(err, id)
+				return
+			}
+			s.send(&proto.CacheDeleted{TenantID: m.TenantID, Namespace: m.Namespace, Cache: m.Cache, Key: m.Key, Value: presence(value, found), RequestID: id})
+		})
+	})
+}
+
+// handleCounterAdd adds delta to a counter and answers counter_value with the sum (§8.2; permission cache.write).
+func (s *session) handleCounterAdd(m *proto.CounterAdd) {
+	if !s.cacheAllowed(auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.RequestID) {
+		return
+	}
+	name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
+	s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
+		return s.svc.CounterAdd(name, shard, key, m.Delta, s.counterAnswer(m.TenantID, m.Namespace, m.Cache, m.Key, id))
+	})
+}
+
+// handleCounterGet answers counter_value (§8.2; permission cache.read).
+func (s *session) handleCounterGet(m *proto.CounterGet) {
+	if !s.cacheAllowed(auth.ActionCacheRead, m.TenantID, m.Namespace, m.Cache, m.RequestID) {
+		return
+	}
+	name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
+	s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
+		return s.svc.CounterGet(name, shard, key, s.counterAnswer(m.TenantID, m.Namespace, m.Cache, m.Key, id))
+	})
 }
 
 func cacheName(t, ns, c string) core.CacheName {
@@ -123,7 +132,7 @@ func (s *session) cacheCall(name core.CacheName, key []byte, id *uint64, call fu
 	s.inflight.Add(1)
 	s.h.s.inflight.Add(1)
 	routed := func() error {
-		shard, err := s.h.s.engine.RouteCache(name, key)
+		shard, err := s.svc.RouteCache(name, key)
 		if err != nil {
 			return err
 		}

@@ -141,6 +141,7 @@ type readStream interface {
 // whose payloads were handed to the engine is returned by the publish's completion.
 type session struct {
 	h           *connHandler
+	svc         shardService // the engine as the handlers see it (service.go)
 	in          readStream
 	out         *quic.Stream // nil on a uni stream
 	uni         bool
@@ -170,7 +171,7 @@ const (
 )
 
 func newSession(h *connHandler, in readStream, out *quic.Stream, uni bool) *session {
-	s := &session{h: h, in: in, out: out, uni: uni, flags: proto.OriginalV1Flags, buffers: make(chan []byte, sessionBuffers), ops: make(chan *pubOp, sessionOps)}
+	s := &session{h: h, svc: h.s.svc, in: in, out: out, uni: uni, flags: proto.OriginalV1Flags, buffers: make(chan []byte, sessionBuffers), ops: make(chan *pubOp, sessionOps)}
 	if out != nil {
 		s.w = netq.NewWriter(out, h.s.cfg.StreamWriterMaxBytes)
 	}
@@ -303,7 +304,8 @@ func (s *session) handleFrame(hdr proto.Header, body []byte) bool {
 	return false
 }
 
-// handleJSON decodes and dispatches a JSON message (spec/client-protocol.md §6, §1.2).
+// handleJSON decodes a JSON message and dispatches it through the handler table
+// (handlers.go; spec/client-protocol.md §6, §1.2).
 func (s *session) handleJSON(body []byte) {
 	m, err := proto.DecodeMessage(body)
 	if err != nil {
@@ -314,26 +316,7 @@ func (s *session) handleJSON(body []byte) {
 		}
 		return
 	}
-	if a, ok := m.(*proto.Auth); ok {
-		s.handleAuth(a)
-		return
-	}
-	if !s.authorized() {
-		return
-	}
-	switch m := m.(type) {
-	case *proto.Publish:
-		s.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, [][]byte{m.Payload}, m.RequestID, m.Ack, m.ProducerID, m.Idempotent)
-	case *proto.JSONPublishBatch:
-		s.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, m.Payloads, m.RequestID, m.Ack, m.ProducerID, m.Idempotent)
-	default:
-		if s.uni {
-			// A publish-only stream carries publishes only (spec §1.1): anything else closes it.
-			s.closeStream = true
-			return
-		}
-		s.handleControl(m)
-	}
+	s.dispatch(m)
 }
 
 // authorized reports whether the stream may carry a data message now, answering when not:

@@ -16,103 +16,112 @@ func (s *session) maxGroupWait() time.Duration {
 	return min(30*time.Second, time.Duration(s.h.s.cfg.ShutdownDrainTimeoutMS)*time.Millisecond/4)
 }
 
-// handleGroup serves the consumer-group messages of spec/client-protocol.md §8.3 on an
-// authenticated bi stream; false = not a group message. Permission: stream.subscribe on
+// The consumer-group messages of spec/client-protocol.md §8.3 are served on an
+// authenticated bi stream, one handler each in the handler table. Permission: stream.subscribe on
 // the stream (spec/auth.md §4, PROPOSED). The consumer is the connection: records polled on
 // one connection are acked or nacked from any stream of it. Refused offsets (lease
 // expired, not leased, not a dead letter) answer error {code: "malformed", request_id}
 // naming them; the other offsets of the call were applied.
-func (s *session) handleGroup(m proto.Message) bool {
-	switch m := m.(type) {
-	case *proto.GroupPoll:
-		if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
-			return true
-		}
-		id := m.RequestID
-		wait := min(time.Duration(m.MaxWaitMs)*time.Millisecond, s.maxGroupWait())
-		req := core.GroupPollRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
-			Group: m.Group, Consumer: s.h.consumer, MaxRecords: max(int(m.MaxRecords), 1), MaxWait: wait,
-			MaxBytes: groupAnswerBytes(s.h.s.cfg.MaxFrameBytes, max(int(m.MaxRecords), 1))}
-		s.groupCall(id, func() error {
-			return s.h.s.engine.GroupPoll(req, func(recs []core.GroupRecord, err error) {
-				defer s.opDone()
-				if err != nil {
-					s.groupError(err, id)
-					return
-				}
-				out := &proto.GroupRecords{RequestID: id, Group: m.Group, Shard: m.Shard, Records: make([]proto.GroupRecord, len(recs))}
-				for i, r := range recs {
-					out.Records[i] = proto.GroupRecord{Offset: r.Offset, Payload: r.Payload, Delivery: r.Delivery}
-				}
-				s.send(out)
-			})
-		})
-	case *proto.GroupAck:
-		if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
-			return true
-		}
-		req := core.GroupAckRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
-			Group: m.Group, Consumer: s.h.consumer, Refs: refs(m.Offsets)}
-		id := m.RequestID
-		s.groupCall(id, func() error { return s.h.s.engine.GroupAck(req, s.groupOK(id)) })
-	case *proto.GroupNack:
-		if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
-			return true
-		}
-		delay := int64(-1)
-		if m.RedeliverAfterMs != nil {
-			delay = int64(min(*m.RedeliverAfterMs, 1<<40))
-		}
-		req := core.GroupAckRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
-			Group: m.Group, Consumer: s.h.consumer, Refs: refs(m.Offsets), DelayMillis: delay}
-		id := m.RequestID
-		s.groupCall(id, func() error { return s.h.s.engine.GroupNack(req, s.groupOK(id)) })
-	case *proto.DeadLettersList:
-		if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
-			return true
-		}
-		req := core.DeadLettersRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
-			Group: m.Group, From: m.FromOffset, Limit: max(int(m.Limit), 1)}
-		id := m.RequestID
-		s.groupCall(id, func() error {
-			return s.h.s.engine.DeadLetters(req, func(list []groups.DeadLetter, next uint64, err error) {
-				defer s.opDone()
-				if err != nil {
-					s.groupError(err, id)
-					return
-				}
-				out := &proto.DeadLetters{RequestID: id, Group: m.Group, Shard: m.Shard, Entries: make([]proto.DeadLetter, len(list))}
-				for i, d := range list {
-					out.Entries[i] = proto.DeadLetter{Offset: d.Offset, Deliveries: d.Deliveries, DeadLetteredAtMs: uint64(max(d.AtMillis, 0))}
-				}
-				if len(list) == req.Limit {
-					out.NextFrom = &next
-				}
-				s.send(out)
-			})
-		})
-	case *proto.DeadLettersRedrive:
-		if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
-			return true
-		}
-		req := core.RedriveRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
-			Group: m.Group, Offsets: m.Offsets}
-		id := m.RequestID
-		s.groupCall(id, func() error {
-			return s.h.s.engine.Redrive(req, func(n int, err error) {
-				defer s.opDone()
-				if err != nil {
-					s.groupError(err, id)
-					return
-				}
-				count := uint64(n)
-				s.send(&proto.GroupOK{RequestID: id, Count: &count})
-			})
-		})
-	default:
-		return s.handleWatch(m)
+
+// handleGroupPoll leases up to max_records records to the connection's consumer, parked
+// up to max_wait_ms (maxGroupWait) when none is ready, and answers group_records.
+func (s *session) handleGroupPoll(m *proto.GroupPoll) {
+	if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
+		return
 	}
-	return true
+	id := m.RequestID
+	wait := min(time.Duration(m.MaxWaitMs)*time.Millisecond, s.maxGroupWait())
+	req := core.GroupPollRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
+		Group: m.Group, Consumer: s.h.consumer, MaxRecords: max(int(m.MaxRecords), 1), MaxWait: wait,
+		MaxBytes: groupAnswerBytes(s.h.s.cfg.MaxFrameBytes, max(int(m.MaxRecords), 1))}
+	s.groupCall(id, func() error {
+		return s.svc.GroupPoll(req, func(recs []core.GroupRecord, err error) {
+			defer s.opDone()
+			if err != nil {
+				s.groupError(err, id)
+				return
+			}
+			out := &proto.GroupRecords{RequestID: id, Group: m.Group, Shard: m.Shard, Records: make([]proto.GroupRecord, len(recs))}
+			for i, r := range recs {
+				out.Records[i] = proto.GroupRecord{Offset: r.Offset, Payload: r.Payload, Delivery: r.Delivery}
+			}
+			s.send(out)
+		})
+	})
+}
+
+// handleGroupAck acks leased offsets of the connection's consumer (§8.3).
+func (s *session) handleGroupAck(m *proto.GroupAck) {
+	if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
+		return
+	}
+	req := core.GroupAckRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
+		Group: m.Group, Consumer: s.h.consumer, Refs: refs(m.Offsets)}
+	id := m.RequestID
+	s.groupCall(id, func() error { return s.svc.GroupAck(req, s.groupOK(id)) })
+}
+
+// handleGroupNack gives leased offsets back, redelivered after redeliver_after_ms (§8.3).
+func (s *session) handleGroupNack(m *proto.GroupNack) {
+	if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
+		return
+	}
+	delay := int64(-1)
+	if m.RedeliverAfterMs != nil {
+		delay = int64(min(*m.RedeliverAfterMs, 1<<40))
+	}
+	req := core.GroupAckRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
+		Group: m.Group, Consumer: s.h.consumer, Refs: refs(m.Offsets), DelayMillis: delay}
+	id := m.RequestID
+	s.groupCall(id, func() error { return s.svc.GroupNack(req, s.groupOK(id)) })
+}
+
+// handleDeadLettersList pages the group's dead letters from from_offset (§8.3).
+func (s *session) handleDeadLettersList(m *proto.DeadLettersList) {
+	if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
+		return
+	}
+	req := core.DeadLettersRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
+		Group: m.Group, From: m.FromOffset, Limit: max(int(m.Limit), 1)}
+	id := m.RequestID
+	s.groupCall(id, func() error {
+		return s.svc.DeadLetters(req, func(list []groups.DeadLetter, next uint64, err error) {
+			defer s.opDone()
+			if err != nil {
+				s.groupError(err, id)
+				return
+			}
+			out := &proto.DeadLetters{RequestID: id, Group: m.Group, Shard: m.Shard, Entries: make([]proto.DeadLetter, len(list))}
+			for i, d := range list {
+				out.Entries[i] = proto.DeadLetter{Offset: d.Offset, Deliveries: d.Deliveries, DeadLetteredAtMs: uint64(max(d.AtMillis, 0))}
+			}
+			if len(list) == req.Limit {
+				out.NextFrom = &next
+			}
+			s.send(out)
+		})
+	})
+}
+
+// handleDeadLettersRedrive puts dead letters back for delivery and answers group_ok with the count (§8.3).
+func (s *session) handleDeadLettersRedrive(m *proto.DeadLettersRedrive) {
+	if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
+		return
+	}
+	req := core.RedriveRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
+		Group: m.Group, Offsets: m.Offsets}
+	id := m.RequestID
+	s.groupCall(id, func() error {
+		return s.svc.Redrive(req, func(n int, err error) {
+			defer s.opDone()
+			if err != nil {
+				s.groupError(err, id)
+				return
+			}
+			count := uint64(n)
+			s.send(&proto.GroupOK{RequestID: id, Count: &count})
+		})
+	})
 }
 
 // groupAnswerBytes is the payload bytes one group_records answer may carry so that

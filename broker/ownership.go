@@ -26,12 +26,12 @@ type Assignment struct {
 
 // Role is n's role in a: core.RoleLeader when n leads the shard, core.RoleFollower
 // when n is in the replica set, and ok=false when n holds no copy.
-func (a Assignment) Role(n string) (role shardRole, ok bool) {
+func (a Assignment) Role(n string) (role core.Role, ok bool) {
 	if a.Leader == n {
-		return roleLeader, true
+		return core.RoleLeader, true
 	}
 	if slices.Contains(a.ReplicaSet, n) {
-		return roleFollower, true
+		return core.RoleFollower, true
 	}
 	return 0, false
 }

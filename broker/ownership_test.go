@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"felix/core"
 )
 
 func TestOwnershipTableReplaceLookupWatch(t *testing.T) {
@@ -46,7 +48,7 @@ func TestOwnershipTableReplaceLookupWatch(t *testing.T) {
 
 func TestOwnershipRole(t *testing.T) {
 	a := Assignment{Leader: "n1", ReplicaSet: []string{"n2"}}
-	for node, want := range map[string]shardRole{"n1": roleLeader, "n2": roleFollower} {
+	for node, want := range map[string]core.Role{"n1": core.RoleLeader, "n2": core.RoleFollower} {
 		if got, ok := a.Role(node); !ok || got != want {
 			t.Fatalf("Role(%s) = %v %v, want %v", node, got, ok, want)
 		}

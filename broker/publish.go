@@ -58,14 +58,14 @@ type nameCache struct {
 	tenant, namespace, stream string
 	durable                   bool
 	atLeastOnce               bool   // delivery AtLeastOnce: un-acked publishes are refused
-	gen                       uint64 // Catalog.Generation when durable/atLeastOnce were read
+	gen                       uint64 // CatalogView.Generation when durable/atLeastOnce were read
 	allowed                   error
 	valid                     bool
 }
 
 // fresh reports whether c still holds the settings of tenant/namespace/stream as the
 // catalog has them now.
-func (c *nameCache) fresh(cat *Catalog, tenant, namespace, stream string) bool {
+func (c *nameCache) fresh(cat CatalogView, tenant, namespace, stream string) bool {
 	return c.valid && c.tenant == tenant && c.namespace == namespace && c.stream == stream && c.gen == cat.Generation()
 }
 
@@ -330,12 +330,12 @@ func (s *session) submit(op *pubOp, names *nameCache, requestID uint64, answer a
 	srv.inflight.Add(1)
 	s.inflight.Add(1)
 	srv.m.publishes.Inc()
-	err := srv.routeAndPublish(op)
+	err := s.routeAndPublish(op)
 	if errors.Is(err, core.ErrNotFound) && srv.cfg.AutoCreate {
 		if cerr := srv.autoCreateStream(names.tenant, names.namespace, names.stream); cerr == nil {
 			names.durable = true
 			op.durable = true
-			err = srv.routeAndPublish(op)
+			err = s.routeAndPublish(op)
 		}
 	}
 	if err == nil {
@@ -358,15 +358,15 @@ func (s *session) submit(op *pubOp, names *nameCache, requestID uint64, answer a
 	return false
 }
 
-// routeAndPublish resolves op's shard with core.Engine.Route (routing key, else the
-// idempotent key, else round-robin) and hands op to core.Engine.Publish on that shard.
-func (srv *Server) routeAndPublish(op *pubOp) error {
-	shard, err := srv.engine.Route(op.req.Stream, op.key, op.req.ProducerID, op.req.Sequence)
+// routeAndPublish resolves op's shard with shardService.Route (routing key, else the
+// idempotent key, else round-robin) and hands op to shardService.Publish on that shard.
+func (s *session) routeAndPublish(op *pubOp) error {
+	shard, err := s.svc.Route(op.req.Stream, op.key, op.req.ProducerID, op.req.Sequence)
 	if err != nil {
 		return err
 	}
 	op.req.Shard = shard
-	return srv.engine.Publish(&op.req, op.done)
+	return s.svc.Publish(&op.req, op.done)
 }
 
 // refuseUnacked refuses an un-acknowledged publish to a delivery AtLeastOnce stream: its

@@ -16,17 +16,19 @@ import (
 // *core.Engine satisfies it): open one shard (all its logs) in a role at a generation,
 // change its role, close it (its logs stay on disk), and list what is open.
 type shardOpener interface {
-	OpenShard(spec shardSpec, shard int, role shardRole, generation uint64) error
-	SetRole(ref core.ShardRef, role shardRole, generation uint64) error
+	OpenShard(spec core.ShardSpec, shard int, role core.Role, generation uint64) error
+	SetRole(ref core.ShardRef, role core.Role, generation uint64) error
 	CloseShard(ref core.ShardRef) error
-	Shards() []shardState
+	Shards() []core.ShardState
 }
+
+var _ shardOpener = (*core.Engine)(nil)
 
 // desiredShard is one shard this node should hold: its spec, role and generation.
 type desiredShard struct {
 	Ref        core.ShardRef
-	Spec       shardSpec
-	Role       shardRole
+	Spec       core.ShardSpec
+	Role       core.Role
 	Generation uint64
 }
 
@@ -57,8 +59,8 @@ func (k actionKind) String() string {
 type action struct {
 	Kind       actionKind
 	Ref        core.ShardRef
-	Spec       shardSpec
-	Role       shardRole
+	Spec       core.ShardSpec
+	Role       core.Role
 	Generation uint64
 }
 
@@ -69,12 +71,12 @@ type action struct {
 // snapshot): the shard is left as it is, never moved back. Actions come closes first,
 // then role changes, then opens, each sorted by shard (kind, names, shard number), so
 // the result is deterministic.
-func plan(desired []desiredShard, actual []shardState) []action {
+func plan(desired []desiredShard, actual []core.ShardState) []action {
 	want := make(map[core.ShardRef]desiredShard, len(desired))
 	for _, d := range desired {
 		want[d.Ref] = d
 	}
-	have := make(map[core.ShardRef]shardState, len(actual))
+	have := make(map[core.ShardRef]core.ShardState, len(actual))
 	var acts []action
 	for _, st := range actual {
 		have[st.Ref] = st
@@ -111,7 +113,7 @@ func compareRef(a, b core.ShardRef) int {
 // does not name, or names for other nodes only, is not desired here.
 func desiredState(node string, streams []Stream, caches []Cache, owners Ownership) []desiredShard {
 	var out []desiredShard
-	add := func(ref core.ShardRef, spec shardSpec) {
+	add := func(ref core.ShardRef, spec core.ShardSpec) {
 		a, ok := owners[ref]
 		if !ok {
 			return
@@ -123,13 +125,13 @@ func desiredState(node string, streams []Stream, caches []Cache, owners Ownershi
 	for _, st := range streams {
 		spec := streamSpec(st)
 		for i := 0; i < spec.Shards; i++ {
-			add(core.ShardRef{Kind: core.ShardStream, Name: spec.Name, Shard: i}, shardSpec{Stream: &spec})
+			add(core.ShardRef{Kind: core.ShardStream, Name: spec.Name, Shard: i}, core.ShardSpec{Stream: &spec})
 		}
 	}
 	for _, c := range caches {
 		spec := cacheSpec(c)
 		for i := 0; i < spec.Shards; i++ {
-			add(cacheRef(c, i), shardSpec{Cache: &spec})
+			add(cacheRef(c, i), core.ShardSpec{Cache: &spec})
 		}
 	}
 	return out
@@ -309,9 +311,12 @@ func (r *Reconciler) do(a action) error {
 // OpenAhead opens every shard of spec here as a holds it (role and generation for this
 // node) before the catalog installs the change that adds it, as generation until: a
 // stream or cache create fails when its shards cannot open. The shards stay pinned open
-// until a pass reads generation until. On an error the shards this call opened are closed
-// again and nothing is pinned. A holding that names another node opens nothing.
-func (r *Reconciler) OpenAhead(spec shardSpec, a Assignment, until uint64) error {
+// until a pass reads generation until. On an error nothing is pinned and the shards this
+// call opened are undone: undo runs when set (the server passes the engine's delete when
+// the engine did not know the stream or cache before, so a failed create leaves no spec
+// registered, as core.Engine.CreateStream did), else they are closed. A holding that names
+// another node opens nothing. Errors: OpenShard's, naming the shard.
+func (r *Reconciler) OpenAhead(spec core.ShardSpec, a Assignment, until uint64, undo func() error) error {
 	refs := specRefs(spec)
 	role, mine := a.Role(r.node)
 	r.mu.Lock()
@@ -329,6 +334,12 @@ func (r *Reconciler) OpenAhead(spec shardSpec, a Assignment, until uint64) error
 			continue
 		}
 		if err := r.do(action{Kind: actOpen, Ref: ref, Spec: spec, Role: role, Generation: a.Generation}); err != nil {
+			if undo != nil {
+				if uerr := undo(); uerr != nil {
+					r.log.Warn("reconcile: undo of a failed open", "err", uerr)
+				}
+				return err
+			}
 			for _, o := range opened {
 				_ = r.do(action{Kind: actClose, Ref: o})
 			}
@@ -359,7 +370,7 @@ func (r *Reconciler) RemoveAhead(refs []core.ShardRef, until uint64, remove func
 }
 
 // specRefs lists the shards of spec's stream or cache.
-func specRefs(spec shardSpec) []core.ShardRef {
+func specRefs(spec core.ShardSpec) []core.ShardRef {
 	var out []core.ShardRef
 	switch {
 	case spec.Stream != nil:

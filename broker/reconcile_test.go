@@ -21,41 +21,41 @@ func cref(cache string, shard int) core.ShardRef {
 }
 
 func TestPlan(t *testing.T) {
-	spec := shardSpec{Stream: &core.StreamSpec{Name: streamName("t", "ns", "a"), Shards: 3}}
+	spec := core.ShardSpec{Stream: &core.StreamSpec{Name: streamName("t", "ns", "a"), Shards: 3}}
 	lead := func(ref core.ShardRef, gen uint64) desiredShard {
-		return desiredShard{Ref: ref, Spec: spec, Role: roleLeader, Generation: gen}
+		return desiredShard{Ref: ref, Spec: spec, Role: core.RoleLeader, Generation: gen}
 	}
 	follow := func(ref core.ShardRef, gen uint64) desiredShard {
-		return desiredShard{Ref: ref, Spec: spec, Role: roleFollower, Generation: gen}
+		return desiredShard{Ref: ref, Spec: spec, Role: core.RoleFollower, Generation: gen}
 	}
-	open := func(ref core.ShardRef, role shardRole, gen uint64) shardState {
-		return shardState{Ref: ref, Role: role, Generation: gen}
+	open := func(ref core.ShardRef, role core.Role, gen uint64) core.ShardState {
+		return core.ShardState{Ref: ref, Role: role, Generation: gen}
 	}
 	cases := []struct {
 		name    string
 		desired []desiredShard
-		actual  []shardState
+		actual  []core.ShardState
 		want    []action
 	}{
 		{name: "nothing"},
-		{name: "all open already", desired: []desiredShard{lead(sref("a", 0), 0)}, actual: []shardState{open(sref("a", 0), roleLeader, 0)}},
+		{name: "all open already", desired: []desiredShard{lead(sref("a", 0), 0)}, actual: []core.ShardState{open(sref("a", 0), core.RoleLeader, 0)}},
 		{name: "open missing, sorted by shard",
 			desired: []desiredShard{lead(sref("a", 2), 0), lead(sref("a", 0), 0), follow(sref("a", 1), 4)},
-			want: []action{{Kind: actOpen, Ref: sref("a", 0), Spec: spec, Role: roleLeader},
-				{Kind: actOpen, Ref: sref("a", 1), Spec: spec, Role: roleFollower, Generation: 4},
-				{Kind: actOpen, Ref: sref("a", 2), Spec: spec, Role: roleLeader}}},
-		{name: "close undesired", actual: []shardState{open(cref("c", 1), roleLeader, 0), open(sref("b", 0), roleFollower, 2)},
+			want: []action{{Kind: actOpen, Ref: sref("a", 0), Spec: spec, Role: core.RoleLeader},
+				{Kind: actOpen, Ref: sref("a", 1), Spec: spec, Role: core.RoleFollower, Generation: 4},
+				{Kind: actOpen, Ref: sref("a", 2), Spec: spec, Role: core.RoleLeader}}},
+		{name: "close undesired", actual: []core.ShardState{open(cref("c", 1), core.RoleLeader, 0), open(sref("b", 0), core.RoleFollower, 2)},
 			want: []action{{Kind: actClose, Ref: sref("b", 0)}, {Kind: actClose, Ref: cref("c", 1)}}},
-		{name: "promote at a newer generation", desired: []desiredShard{lead(sref("a", 0), 3)}, actual: []shardState{open(sref("a", 0), roleFollower, 2)},
-			want: []action{{Kind: actSetRole, Ref: sref("a", 0), Role: roleLeader, Generation: 3}}},
-		{name: "same role, newer generation", desired: []desiredShard{follow(sref("a", 0), 5)}, actual: []shardState{open(sref("a", 0), roleFollower, 2)},
-			want: []action{{Kind: actSetRole, Ref: sref("a", 0), Role: roleFollower, Generation: 5}}},
-		{name: "stale table: never moved back", desired: []desiredShard{follow(sref("a", 0), 1)}, actual: []shardState{open(sref("a", 0), roleLeader, 2)}},
+		{name: "promote at a newer generation", desired: []desiredShard{lead(sref("a", 0), 3)}, actual: []core.ShardState{open(sref("a", 0), core.RoleFollower, 2)},
+			want: []action{{Kind: actSetRole, Ref: sref("a", 0), Role: core.RoleLeader, Generation: 3}}},
+		{name: "same role, newer generation", desired: []desiredShard{follow(sref("a", 0), 5)}, actual: []core.ShardState{open(sref("a", 0), core.RoleFollower, 2)},
+			want: []action{{Kind: actSetRole, Ref: sref("a", 0), Role: core.RoleFollower, Generation: 5}}},
+		{name: "stale table: never moved back", desired: []desiredShard{follow(sref("a", 0), 1)}, actual: []core.ShardState{open(sref("a", 0), core.RoleLeader, 2)}},
 		{name: "closes, then role changes, then opens",
 			desired: []desiredShard{lead(sref("a", 1), 0), lead(sref("a", 0), 1)},
-			actual:  []shardState{open(sref("a", 0), roleFollower, 0), open(sref("z", 0), roleLeader, 0)},
-			want: []action{{Kind: actClose, Ref: sref("z", 0)}, {Kind: actSetRole, Ref: sref("a", 0), Role: roleLeader, Generation: 1},
-				{Kind: actOpen, Ref: sref("a", 1), Spec: spec, Role: roleLeader}}},
+			actual:  []core.ShardState{open(sref("a", 0), core.RoleFollower, 0), open(sref("z", 0), core.RoleLeader, 0)},
+			want: []action{{Kind: actClose, Ref: sref("z", 0)}, {Kind: actSetRole, Ref: sref("a", 0), Role: core.RoleLeader, Generation: 1},
+				{Kind: actOpen, Ref: sref("a", 1), Spec: spec, Role: core.RoleLeader}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,8 +72,8 @@ func TestPlan(t *testing.T) {
 }
 
 // applyPlan is what the engine holds after acts ran on actual.
-func applyPlan(actual []shardState, acts []action) []shardState {
-	m := map[core.ShardRef]shardState{}
+func applyPlan(actual []core.ShardState, acts []action) []core.ShardState {
+	m := map[core.ShardRef]core.ShardState{}
 	for _, st := range actual {
 		m[st.Ref] = st
 	}
@@ -82,10 +82,10 @@ func applyPlan(actual []shardState, acts []action) []shardState {
 		case actClose:
 			delete(m, a.Ref)
 		default:
-			m[a.Ref] = shardState{Ref: a.Ref, Role: a.Role, Generation: a.Generation}
+			m[a.Ref] = core.ShardState{Ref: a.Ref, Role: a.Role, Generation: a.Generation}
 		}
 	}
-	var out []shardState
+	var out []core.ShardState
 	for _, st := range m {
 		out = append(out, st)
 	}
@@ -112,9 +112,9 @@ func TestDesiredStateIsCatalogIntersectOwnership(t *testing.T) {
 		}
 	}
 	want := map[core.ShardRef][2]uint64{
-		sref("a", 0): {uint64(roleLeader), 7},
-		sref("a", 1): {uint64(roleFollower), 3},
-		cref("c", 1): {uint64(roleLeader), 1},
+		sref("a", 0): {uint64(core.RoleLeader), 7},
+		sref("a", 1): {uint64(core.RoleFollower), 3},
+		cref("c", 1): {uint64(core.RoleLeader), 1},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("desired %v, want %v", got, want)
@@ -124,16 +124,16 @@ func TestDesiredStateIsCatalogIntersectOwnership(t *testing.T) {
 // fakeShards is a shardOpener that records calls and fails the shards in fail.
 type fakeShards struct {
 	mu    sync.Mutex
-	open  map[core.ShardRef]shardState
+	open  map[core.ShardRef]core.ShardState
 	fail  map[core.ShardRef]error
 	calls []string
 }
 
 func newFakeShards() *fakeShards {
-	return &fakeShards{open: map[core.ShardRef]shardState{}, fail: map[core.ShardRef]error{}}
+	return &fakeShards{open: map[core.ShardRef]core.ShardState{}, fail: map[core.ShardRef]error{}}
 }
 
-func (f *fakeShards) OpenShard(spec shardSpec, shard int, role shardRole, gen uint64) error {
+func (f *fakeShards) OpenShard(spec core.ShardSpec, shard int, role core.Role, gen uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	ref := specRefs(spec)[shard]
@@ -144,18 +144,18 @@ func (f *fakeShards) OpenShard(spec shardSpec, shard int, role shardRole, gen ui
 	if _, ok := f.open[ref]; ok {
 		return core.ErrExists
 	}
-	f.open[ref] = shardState{Ref: ref, Role: role, Generation: gen}
+	f.open[ref] = core.ShardState{Ref: ref, Role: role, Generation: gen}
 	return nil
 }
 
-func (f *fakeShards) SetRole(ref core.ShardRef, role shardRole, gen uint64) error {
+func (f *fakeShards) SetRole(ref core.ShardRef, role core.Role, gen uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, fmt.Sprintf("set %v %d@%d", ref, role, gen))
 	if _, ok := f.open[ref]; !ok {
 		return core.ErrNotFound
 	}
-	f.open[ref] = shardState{Ref: ref, Role: role, Generation: gen}
+	f.open[ref] = core.ShardState{Ref: ref, Role: role, Generation: gen}
 	return nil
 }
 
@@ -167,20 +167,20 @@ func (f *fakeShards) CloseShard(ref core.ShardRef) error {
 	return nil
 }
 
-func (f *fakeShards) Shards() []shardState {
+func (f *fakeShards) Shards() []core.ShardState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []shardState
+	var out []core.ShardState
 	for _, st := range f.open {
 		out = append(out, st)
 	}
 	return out
 }
 
-func (f *fakeShards) held() map[core.ShardRef]shardState {
+func (f *fakeShards) held() map[core.ShardRef]core.ShardState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := map[core.ShardRef]shardState{}
+	out := map[core.ShardRef]core.ShardState{}
 	for k, v := range f.open {
 		out[k] = v
 	}
@@ -229,10 +229,10 @@ func TestReconcilerOpensOnlyTheShardsThisNodeHolds(t *testing.T) {
 	if err := r.Reconcile(); err != nil {
 		t.Fatal(err)
 	}
-	want := map[core.ShardRef]shardState{
-		sref("a", 0): {Ref: sref("a", 0), Role: roleLeader, Generation: 2},
-		sref("a", 1): {Ref: sref("a", 1), Role: roleFollower, Generation: 5},
-		cref("c", 1): {Ref: cref("c", 1), Role: roleLeader},
+	want := map[core.ShardRef]core.ShardState{
+		sref("a", 0): {Ref: sref("a", 0), Role: core.RoleLeader, Generation: 2},
+		sref("a", 1): {Ref: sref("a", 1), Role: core.RoleFollower, Generation: 5},
+		cref("c", 1): {Ref: cref("c", 1), Role: core.RoleLeader},
 	}
 	if got := eng.held(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("engine holds %v, want %v", got, want)
@@ -254,7 +254,7 @@ func TestReconcilerOpensOnlyTheShardsThisNodeHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCalls := []string{"close " + cref("c", 1).String(),
-		fmt.Sprintf("set %v %d@3", sref("a", 0), roleFollower), fmt.Sprintf("set %v %d@6", sref("a", 1), roleLeader)}
+		fmt.Sprintf("set %v %d@3", sref("a", 0), core.RoleFollower), fmt.Sprintf("set %v %d@6", sref("a", 1), core.RoleLeader)}
 	if c := eng.takeCalls(); !reflect.DeepEqual(c, wantCalls) {
 		t.Fatalf("calls %v, want %v", c, wantCalls)
 	}
@@ -283,18 +283,6 @@ func TestReconcilerRetriesAFailedOpenOnTheNextPass(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes (no fixed sleep).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestReconcilerRunFollowsCatalogAndOwnershipChanges(t *testing.T) {
 	cat, owners, eng, _ := reconcileFixture(t)
 	r := NewReconciler(ReconcilerConfig{Node: "n1", Engine: eng, Catalog: cat, Owners: owners,
@@ -308,17 +296,17 @@ func TestReconcilerRunFollowsCatalogAndOwnershipChanges(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	r.Changed() // the start
-	waitFor(t, "every shard open", func() bool { return len(eng.held()) == 5 })
+	waitUntil(t, 10*time.Second, "every shard open", func() bool { return len(eng.held()) == 5 })
 	if err := cat.DeleteCache("t", "ns", "c", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the cache's shards closed", func() bool { return len(eng.held()) == 3 })
+	waitUntil(t, 10*time.Second, "the cache's shards closed", func() bool { return len(eng.held()) == 3 })
 	if _, err := cat.CreateStream(Stream{TenantID: "t", Namespace: "ns", Stream: "b", Shards: 2}, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the new stream's shards open", func() bool { return len(eng.held()) == 5 })
+	waitUntil(t, 10*time.Second, "the new stream's shards open", func() bool { return len(eng.held()) == 5 })
 	for ref, st := range eng.held() {
-		if st.Role != roleLeader || st.Generation != 0 {
+		if st.Role != core.RoleLeader || st.Generation != 0 {
 			t.Fatalf("%v: %+v, want leader at generation 0", ref, st)
 		}
 	}
@@ -334,7 +322,7 @@ func TestOpenAheadPinsUntilTheCatalogInstallsTheChange(t *testing.T) {
 	b := Stream{TenantID: "t", Namespace: "ns", Stream: "b", Shards: 2}
 	spec := streamSpec(b)
 	until := cat.Generation() + 1
-	if err := r.OpenAhead(shardSpec{Stream: &spec}, Assignment{Leader: "n1"}, until); err != nil {
+	if err := r.OpenAhead(core.ShardSpec{Stream: &spec}, Assignment{Leader: "n1"}, until, nil); err != nil {
 		t.Fatal(err)
 	}
 	// A pass that read the catalog before the install keeps b open.
@@ -375,7 +363,7 @@ func TestOpenAheadClosesWhatItOpenedOnAFailure(t *testing.T) {
 	boom := errors.New("no space")
 	eng.fail[sref("b", 2)] = boom
 	spec := streamSpec(Stream{TenantID: "t", Namespace: "ns", Stream: "b", Shards: 4})
-	if err := r.OpenAhead(shardSpec{Stream: &spec}, Assignment{Leader: "n1"}, 99); !errors.Is(err, boom) {
+	if err := r.OpenAhead(core.ShardSpec{Stream: &spec}, Assignment{Leader: "n1"}, 99, nil); !errors.Is(err, boom) {
 		t.Fatalf("err %v, want %v", err, boom)
 	}
 	if h := eng.held(); len(h) != 0 {
@@ -385,7 +373,7 @@ func TestOpenAheadClosesWhatItOpenedOnAFailure(t *testing.T) {
 		t.Fatalf("pins left: %v", r.pins)
 	}
 	// A holding for other nodes opens nothing.
-	if err := r.OpenAhead(shardSpec{Stream: &spec}, Assignment{Leader: "n2"}, 99); err != nil || len(eng.held()) != 0 {
+	if err := r.OpenAhead(core.ShardSpec{Stream: &spec}, Assignment{Leader: "n2"}, 99, nil); err != nil || len(eng.held()) != 0 {
 		t.Fatalf("opened for another node: %v %v", err, eng.held())
 	}
 }

@@ -29,7 +29,8 @@ type Server struct {
 	cfg      *Config
 	log      *slog.Logger
 	engine   *core.Engine
-	catalog  *Catalog
+	svc      shardService // what the session handlers call (service.go): the engine
+	catalog  CatalogStore // the file catalog (*Catalog) through its interfaces
 	authRes  *auth.BootstrapResult
 	listener *netq.Listener
 	httpLn   net.Listener
@@ -55,6 +56,11 @@ type Server struct {
 	clockSkew atomic.Int64
 	// nextConsumer numbers connections as consumer-group consumers.
 	nextConsumer atomic.Uint64
+
+	// owners and reconciler keep the engine's open shards at catalog ∩ ownership (seams.go).
+	owners         *OwnershipTable
+	reconciler     *Reconciler
+	stopReconciler func()
 }
 
 // ReadyInfo is the JSON written to FELIX_READY_FILE once the broker is ready (tests, the
@@ -121,10 +127,12 @@ func (s *Server) open() error {
 	if err != nil {
 		return fmt.Errorf("broker: auth bootstrap: %w", err)
 	}
-	if s.catalog, err = OpenCatalog(cfg.DataDir, nil); err != nil {
+	cat, err := OpenCatalog(cfg.DataDir, nil)
+	if err != nil {
 		return err
 	}
-	s.catalog.MaxShards = cfg.MaxShards
+	cat.MaxShards = cfg.MaxShards
+	s.catalog = cat
 	if err := s.catalog.EnsureNamespace(Namespace{TenantID: auth.DefaultTenant, Namespace: auth.DefaultNamespace, DisplayName: auth.DefaultNamespace}); err != nil {
 		return fmt.Errorf("broker: default namespace: %w", err)
 	}
@@ -180,80 +188,8 @@ func (s *Server) openEngine() error {
 	if err != nil {
 		return fmt.Errorf("broker: engine: %w", err)
 	}
-	s.engine = e
-	for _, st := range s.catalog.Streams("", "") {
-		if err := s.ApplyCreate(st); err != nil {
-			return fmt.Errorf("broker: open stream %s/%s/%s: %w", st.TenantID, st.Namespace, st.Stream, err)
-		}
-	}
-	for _, c := range s.catalog.Caches("", "") {
-		if err := s.ApplyCreateCache(c); err != nil {
-			return fmt.Errorf("broker: open cache %s/%s/%s: %w", c.TenantID, c.Namespace, c.Cache, err)
-		}
-	}
-	return nil
-}
-
-// ApplyCreateCache creates (or, after a restart, reopens and replays) a catalog cache in
-// the engine (StreamApplier).
-func (s *Server) ApplyCreateCache(c Cache) error {
-	err := s.engine.CreateCache(core.CacheSpec{
-		Name:    cacheName(c.TenantID, c.Namespace, c.Cache),
-		Shards:  int(c.Shards),
-		Durable: c.Durable == nil || *c.Durable,
-	})
-	if errors.Is(err, core.ErrInvalid) || errors.Is(err, core.ErrNoDurableStorage) {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	return err
-}
-
-// ApplyDeleteCache removes a catalog cache from the engine (StreamApplier).
-func (s *Server) ApplyDeleteCache(c Cache) error {
-	err := s.engine.DeleteCache(cacheName(c.TenantID, c.Namespace, c.Cache))
-	if errors.Is(err, core.ErrNotFound) {
-		return nil
-	}
-	return err
-}
-
-// ApplyCreate creates a catalog stream in the engine (StreamApplier). A durable stream's
-// retention becomes core.StreamSpec.RetentionBytes / RetentionAge (the stream's bound wins
-// over FELIX_DURABLE_RETENTION_*), consistency Quorum becomes SyncOnCommit and
-// core.ConsistencyQuorum; an in-memory stream passes none of them (the catalog refuses
-// them on create, docs/operations.md "Stream options").
-func (s *Server) ApplyCreate(st Stream) error {
-	routing := core.RoutingModulo
-	if st.Routing == "jump_hash" {
-		routing = core.RoutingJumpHash
-	}
-	spec := core.StreamSpec{
-		Name:    core.StreamName{Tenant: st.TenantID, Namespace: st.Namespace, Stream: st.Stream},
-		Shards:  int(st.Shards),
-		Durable: st.Durable,
-		Routing: routing,
-	}
-	if st.Durable {
-		spec.RetentionBytes, spec.RetentionAge = st.Retention.sizeBytes(), st.Retention.age()
-		spec.SyncOnCommit = st.Consistency == ConsistencyQuorum
-		if st.Consistency == ConsistencyQuorum {
-			spec.Consistency = core.ConsistencyQuorum // released at commit while there is no replica set
-		}
-	}
-	err := s.engine.CreateStream(spec)
-	if errors.Is(err, core.ErrInvalid) || errors.Is(err, core.ErrNoDurableStorage) {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	return err
-}
-
-// ApplyDelete removes a catalog stream from the engine (StreamApplier).
-func (s *Server) ApplyDelete(st Stream) error {
-	err := s.engine.DeleteStream(core.StreamName{Tenant: st.TenantID, Namespace: st.Namespace, Stream: st.Stream})
-	if errors.Is(err, core.ErrNotFound) {
-		return nil
-	}
-	return err
+	s.engine, s.svc = e, e
+	return s.openShards() // seams.go: ownership table, reconciler, first pass
 }
 
 // bindListeners loads TLS and binds the QUIC and HTTP listeners (nothing is served until Run).
@@ -381,6 +317,7 @@ func (s *Server) drain(acceptDone <-chan struct{}) error {
 	clean = s.closeInternal(deadline) && clean // pool (fail waiters), then peer connections
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	s.stopShards()
 	engineErr := s.engine.Close(ctx)
 	_ = s.listener.Close()
 	hctx, hcancel := context.WithTimeout(context.Background(), time.Second)
@@ -421,6 +358,7 @@ func (s *Server) closeAll() {
 	if s.httpLn != nil {
 		s.httpLn.Close()
 	}
+	s.stopShards()
 	if s.engine != nil {
 		s.engine.Close(context.Background())
 	}

@@ -11,20 +11,6 @@ import (
 	"felix/proto"
 )
 
-// handleControl serves the non-publish messages of an authenticated bi stream.
-func (s *session) handleControl(m proto.Message) {
-	switch m := m.(type) {
-	case *proto.Subscribe:
-		s.handleSubscribe(m)
-	default:
-		if s.handleExtension(m) {
-			return
-		}
-		s.h.s.m.protocolErrors.Inc()
-		s.sendError(proto.CodeMalformed, "unexpected message type "+string(m.Type())+" from a client", nil)
-	}
-}
-
 // handleSubscribe registers a subscription (spec/client-protocol.md §1.3, §7): permission
 // first (then a kind Queue stream is refused: it is read through groups), then the engine
 // registers the live subscription, the broker opens the event uni stream and writes
@@ -46,10 +32,10 @@ func (s *session) handleSubscribe(m *proto.Subscribe) {
 		return
 	}
 	req := s.subscribeRequest(m)
-	sub, err := srv.engine.Subscribe(req)
+	sub, err := s.svc.Subscribe(req)
 	if errors.Is(err, core.ErrNotFound) && srv.cfg.AutoCreate {
 		if srv.autoCreateStream(m.TenantID, m.Namespace, m.Stream) == nil {
-			sub, err = srv.engine.Subscribe(req)
+			sub, err = s.svc.Subscribe(req)
 		}
 	}
 	if err != nil {

@@ -36,71 +36,68 @@ func (w *watchSet) remove(id uint64) *core.CacheWatcher {
 	return cw
 }
 
-// handleWatch serves cache_watch and cache_unwatch (spec/client-protocol.md §8.4;
+// handleCacheWatch serves cache_watch (spec/client-protocol.md §8.4;
 // permission cache.read). Like a subscription, a watch counts against
 // FELIX_MAX_SUBSCRIPTIONS_PER_CONN and has its own uni stream opened with
 // event_stream_hello {subscription_id: watch_id}, carrying JSON cache_change frames.
-func (s *session) handleWatch(m proto.Message) bool {
-	switch m := m.(type) {
-	case *proto.CacheWatch:
-		id := m.RequestID
-		if err := s.principal.Allow(auth.ActionCacheRead, m.TenantID, m.Namespace, m.Cache); err != nil {
-			s.sendError(proto.CodeUnauthorized, auth.WireText(err), &id)
-			return true
-		}
-		if s.h.subs.Add(1) > int64(s.h.s.cfg.MaxSubscriptionsPerConn) {
-			s.h.subs.Add(-1)
-			s.sendError(proto.CodeOverloaded, "too many subscriptions and watches on this connection", &id)
-			return true
-		}
-		req := core.CacheWatchRequest{Cache: cacheName(m.TenantID, m.Namespace, m.Cache), From: m.FromOffset, QueueCapacity: s.h.s.cfg.SubscriberQueueCapacity}
-		if m.Prefix != nil {
-			req.Key, req.Prefix = []byte(*m.Prefix), true
-		} else if m.Key != nil {
-			req.Key = []byte(*m.Key)
-		}
-		cw, err := s.cacheWatch(req)
-		if errors.Is(err, core.ErrNotFound) && s.h.s.cfg.AutoCreate && s.h.s.autoCreateCache(req.Cache) == nil {
-			cw, err = s.cacheWatch(req)
-		}
-		if err != nil {
-			s.h.subs.Add(-1)
-			var ce *core.CursorError
-			if errors.As(err, &ce) { // from_offset outside the shard's log (docs/client-protocol.md D16)
-				s.sendError(proto.CodeMalformed, fmt.Sprintf("watch cursor %s: requested %d, available %d", ce.Reason, ce.Requested, ce.Available), &id)
-				return true
-			}
-			s.cacheError(err, &id)
-			return true
-		}
-		events, err := s.h.conn.OpenUniStream()
-		if err == nil {
-			_, err = events.Write(proto.AppendMessage(nil, &proto.EventStreamHello{SubscriptionID: cw.ID}))
-		}
-		if err != nil {
-			cw.Close()
-			s.h.subs.Add(-1)
-			if events != nil {
-				events.CancelWrite(netq.CodeProtocol)
-			}
-			s.sendError(proto.CodeOverloaded, "cannot open an event stream: "+err.Error(), &id)
-			return true
-		}
-		s.h.watches.add(cw.ID, cw)
-		s.send(&proto.CacheWatching{RequestID: id, WatchID: cw.ID})
-		s.h.pumps.Add(1)
-		go s.h.watchPump(cw, events)
-	case *proto.CacheUnwatch:
-		if cw := s.h.watches.remove(m.WatchID); cw != nil {
-			cw.Close()
-			s.send(&proto.OK{})
-			return true
-		}
-		s.sendError(proto.CodeNotFound, "unknown watch_id", m.RequestID)
-	default:
-		return false
+func (s *session) handleCacheWatch(m *proto.CacheWatch) {
+	id := m.RequestID
+	if err := s.principal.Allow(auth.ActionCacheRead, m.TenantID, m.Namespace, m.Cache); err != nil {
+		s.sendError(proto.CodeUnauthorized, auth.WireText(err), &id)
+		return
 	}
-	return true
+	if s.h.subs.Add(1) > int64(s.h.s.cfg.MaxSubscriptionsPerConn) {
+		s.h.subs.Add(-1)
+		s.sendError(proto.CodeOverloaded, "too many subscriptions and watches on this connection", &id)
+		return
+	}
+	req := core.CacheWatchRequest{Cache: cacheName(m.TenantID, m.Namespace, m.Cache), From: m.FromOffset, QueueCapacity: s.h.s.cfg.SubscriberQueueCapacity}
+	if m.Prefix != nil {
+		req.Key, req.Prefix = []byte(*m.Prefix), true
+	} else if m.Key != nil {
+		req.Key = []byte(*m.Key)
+	}
+	cw, err := s.cacheWatch(req)
+	if errors.Is(err, core.ErrNotFound) && s.h.s.cfg.AutoCreate && s.h.s.autoCreateCache(req.Cache) == nil {
+		cw, err = s.cacheWatch(req)
+	}
+	if err != nil {
+		s.h.subs.Add(-1)
+		var ce *core.CursorError
+		if errors.As(err, &ce) { // from_offset outside the shard's log (docs/client-protocol.md D16)
+			s.sendError(proto.CodeMalformed, fmt.Sprintf("watch cursor %s: requested %d, available %d", ce.Reason, ce.Requested, ce.Available), &id)
+			return
+		}
+		s.cacheError(err, &id)
+		return
+	}
+	events, err := s.h.conn.OpenUniStream()
+	if err == nil {
+		_, err = events.Write(proto.AppendMessage(nil, &proto.EventStreamHello{SubscriptionID: cw.ID}))
+	}
+	if err != nil {
+		cw.Close()
+		s.h.subs.Add(-1)
+		if events != nil {
+			events.CancelWrite(netq.CodeProtocol)
+		}
+		s.sendError(proto.CodeOverloaded, "cannot open an event stream: "+err.Error(), &id)
+		return
+	}
+	s.h.watches.add(cw.ID, cw)
+	s.send(&proto.CacheWatching{RequestID: id, WatchID: cw.ID})
+	s.h.pumps.Add(1)
+	go s.h.watchPump(cw, events)
+}
+
+// handleCacheUnwatch ends one of the connection's watches (§8.4); an unknown watch_id answers not_found.
+func (s *session) handleCacheUnwatch(m *proto.CacheUnwatch) {
+	if cw := s.h.watches.remove(m.WatchID); cw != nil {
+		cw.Close()
+		s.send(&proto.OK{})
+		return
+	}
+	s.sendError(proto.CodeNotFound, "unknown watch_id", m.RequestID)
 }
 
 // watchPump writes a watch's changes until it ends (unwatch, connection end, shutdown: FIN;
@@ -137,11 +134,11 @@ func (h *connHandler) watchPump(cw *core.CacheWatcher, events *quic.SendStream) 
 func (s *session) cacheWatch(req core.CacheWatchRequest) (*core.CacheWatcher, error) {
 	req.Shard = core.AllCacheShards
 	if !req.Prefix {
-		shard, err := s.h.s.engine.RouteCache(req.Cache, req.Key)
+		shard, err := s.svc.RouteCache(req.Cache, req.Key)
 		if err != nil {
 			return nil, err
 		}
 		req.Shard = shard
 	}
-	return s.h.s.engine.CacheWatch(req)
+	return s.svc.CacheWatch(req)
 }
