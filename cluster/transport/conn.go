@@ -30,6 +30,7 @@ type clientConn struct {
 
 	mu      sync.Mutex
 	waiters map[uint64]chan proto.InternalMessage
+	pending map[uint64]*Pending // Pipeline's requests, completed in place (ordered.go)
 	dead    bool
 
 	omu     sync.Mutex
@@ -147,11 +148,14 @@ func (c *clientConn) watch() {
 	<-c.qc.Context().Done()
 	c.mu.Lock()
 	c.dead = true
-	waiters := c.waiters
-	c.waiters = nil
+	waiters, pending := c.waiters, c.pending
+	c.waiters, c.pending = nil, nil
 	c.mu.Unlock()
 	for _, w := range waiters {
 		close(w)
+	}
+	for _, pd := range pending {
+		pd.complete(nil, fmt.Errorf("%w: %s", ErrConnectionLost, c.peer))
 	}
 }
 
@@ -176,12 +180,18 @@ func (c *clientConn) read(s *quic.Stream) {
 			return
 		}
 		c.m.received.Add(proto.InternalHeaderSize + len(body))
+		corr := m.Correlation()
 		c.mu.Lock()
-		w := c.waiters[m.Correlation()]
-		delete(c.waiters, m.Correlation())
+		w := c.waiters[corr]
+		delete(c.waiters, corr)
+		pd := c.pending[corr]
+		delete(c.pending, corr)
 		c.mu.Unlock()
 		if w != nil {
 			w <- m // capacity 1, one answer per correlation id
+		} else if pd != nil {
+			c.m.observe(pd.start)
+			pd.complete(m, nil)
 		}
 	}
 }
@@ -211,18 +221,26 @@ func (c *clientConn) send(st *clientStream, frame []byte) (uint64, chan proto.In
 	}
 	c.waiters[corr] = w
 	c.mu.Unlock()
+	if err := c.write(st, frame); err != nil {
+		c.forget(corr)
+		return 0, nil, err
+	}
+	return corr, w, nil
+}
+
+// write writes one whole frame on st. A failed write closes the connection: a partial frame
+// would corrupt the stream's framing. Errors wrap ErrConnectionLost.
+func (c *clientConn) write(st *clientStream, frame []byte) error {
 	st.wmu.Lock()
 	_ = st.s.SetWriteDeadline(time.Now().Add(c.pool.opts.RequestTimeout))
 	_, err := st.s.Write(frame)
 	st.wmu.Unlock()
 	if err != nil {
-		c.forget(corr)
-		// A partial frame would corrupt the stream's framing: give up the whole connection.
 		c.close(CodeNoError, "write failed")
-		return 0, nil, fmt.Errorf("%w: %s: write: %v", ErrConnectionLost, c.peer, err)
+		return fmt.Errorf("%w: %s: write: %v", ErrConnectionLost, c.peer, err)
 	}
 	c.m.sent.Add(len(frame))
-	return corr, w, nil
+	return nil
 }
 
 // await waits for the answer to corr, the connection's end, RequestTimeout, or ctx, and

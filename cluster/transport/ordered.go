@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"felix/proto"
 )
@@ -22,11 +23,25 @@ type OrderKey struct {
 	Log   proto.ReplicaLog // the replicated log of the shard
 }
 
-// Pending is the answer of a pipelined request, available once Done is closed.
+// Pending is the answer of a pipelined request, available once Done is closed. No goroutine
+// waits for it: the stream reader, the timeout timer or the connection's end completes it,
+// whichever removes it from the connection's pending map first (complete runs once).
 type Pending struct {
-	done chan struct{}
-	m    proto.InternalMessage
-	err  error
+	done  chan struct{}
+	m     proto.InternalMessage
+	err   error
+	ps    *peerState  // its in-flight slot, released by complete
+	start time.Time   // write time, for the latency histogram
+	stop  func() bool // stops the timeout timer
+}
+
+// complete records the outcome, returns the in-flight slot (before Done: a caller seeing the
+// answer sees the slot back) and closes Done. Called once, by the remover of the map entry.
+func (pd *Pending) complete(m proto.InternalMessage, err error) {
+	pd.stop()
+	pd.m, pd.err = m, err
+	pd.ps.release()
+	close(pd.done)
 }
 
 // Done is closed when the answer or the error is known.
@@ -65,19 +80,75 @@ func (p *Pool) Pipeline(ctx context.Context, to Peer, key OrderKey, req proto.In
 		ps.release()
 		return nil, err
 	}
-	corr, w, err := c.send(st, frame)
-	if err != nil {
-		ps.release()
+	pend := &Pending{done: make(chan struct{}), ps: ps}
+	if err := c.sendPending(st, frame, pend); err != nil {
 		return nil, err
 	}
 	putFrame(buf, frame) // written in full: quic-go holds no reference to it
-	pend := &Pending{done: make(chan struct{})}
-	go func() {
-		pend.m, pend.err = c.await(context.Background(), corr, w)
-		ps.release() // before Done: a caller seeing the answer sees the slot back
-		close(pend.done)
-	}()
 	return pend, nil
+}
+
+// sendPending registers pd under a fresh correlation id with its timeout, then writes frame
+// on st. On an error pd's slot is returned unless pd was completed meanwhile (by the
+// connection's end), which returned it.
+func (c *clientConn) sendPending(st *clientStream, frame []byte, pd *Pending) error {
+	corr := c.corr.Add(1)
+	setCorrelation(frame, corr)
+	c.mu.Lock()
+	if c.dead {
+		c.mu.Unlock()
+		pd.ps.release()
+		return fmt.Errorf("%w: %s", ErrConnectionLost, c.peer)
+	}
+	// Under c.mu: the expiry cannot look for the entry before it is there.
+	pd.start = time.Now()
+	c.startExpiry(corr, pd)
+	if c.pending == nil {
+		c.pending = map[uint64]*Pending{}
+	}
+	c.pending[corr] = pd
+	c.mu.Unlock()
+	if err := c.write(st, frame); err != nil {
+		if c.takePending(corr) != nil {
+			pd.stop()
+			pd.ps.release()
+		}
+		return err
+	}
+	return nil
+}
+
+// startExpiry arms pd's RequestTimeout: a timer whose callback completes pd with ErrTimeout
+// if it is still pending (with the test seam Pool.after, a goroutine waiting on its channel).
+func (c *clientConn) startExpiry(corr uint64, pd *Pending) {
+	expire := func() {
+		if c.takePending(corr) != nil {
+			c.m.timeouts.Inc()
+			pd.complete(nil, fmt.Errorf("%w: %s after %v", ErrTimeout, c.peer, c.pool.opts.RequestTimeout))
+		}
+	}
+	if c.pool.after == nil {
+		pd.stop = time.AfterFunc(c.pool.opts.RequestTimeout, expire).Stop
+		return
+	}
+	ch, stop := c.pool.after(c.pool.opts.RequestTimeout)
+	pd.stop = stop
+	go func() {
+		select {
+		case <-ch:
+			expire()
+		case <-pd.done:
+		}
+	}()
+}
+
+// takePending removes and returns the pending request corr, nil when someone else did.
+func (c *clientConn) takePending(corr uint64) *Pending {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pd := c.pending[corr]
+	delete(c.pending, corr)
+	return pd
 }
 
 // orderedStream returns the stream reserved for key on c, opening it (and its reader) on
