@@ -2,6 +2,7 @@ package meta
 
 import (
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -32,6 +33,9 @@ const (
 
 // String gives the decision's name.
 func (a AutoAction) String() string {
+	if a < AutoIdle || a > AutoGiveUp {
+		return "AutoAction(" + strconv.Itoa(int(a)) + ")"
+	}
 	return [...]string{"idle", "done", "propose", "wait", "give-up"}[a]
 }
 

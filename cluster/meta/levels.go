@@ -104,7 +104,12 @@ const (
 )
 
 // String gives the decision's name.
-func (a HoldAction) String() string { return [...]string{"none", "hold", "keep", "release"}[a] }
+func (a HoldAction) String() string {
+	if a < HoldNone || a > HoldRelease {
+		return "HoldAction(" + strconv.Itoa(int(a)) + ")"
+	}
+	return [...]string{"none", "hold", "keep", "release"}[a]
+}
 
 // Holds tracks the members the leader holds rather than feeds (seed: "A
 // member already in the group that comes back on an older build … is held

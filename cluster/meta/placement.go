@@ -41,8 +41,13 @@ type Slot struct {
 // leaders spread evenly and no broker is twice in one set (issue 17 item 4).
 // A leader is the broker leading fewest of these shards, then fewest in load
 // (the existing placement), then in fewest sets; followers are the brokers in
-// fewest sets; ties go to the lower node id, so Place is deterministic. Errors: *PlacementError when len(live) < r.
+// fewest sets; ties go to the lower node id, so Place is deterministic.
+// Errors: *PlacementError (503) when len(live) < r, a *Refusal (400) when
+// r < 1.
 func Place(live []string, shards uint32, r int, load map[string]Load) ([]Slot, error) {
+	if r < 1 {
+		return nil, invalid("replication_factor %d (at least 1)", r)
+	}
 	if len(live) < r {
 		return nil, &PlacementError{Need: r, Live: len(live)}
 	}
