@@ -198,3 +198,36 @@ func BenchmarkThroughput(b *testing.B) {
 		io.Copy(io.Discard, s)
 	})
 }
+
+// BenchmarkPipeline pipelines small batches on one ordered stream (Pool.Pipeline), 32 pending
+// at a time, the way replication ships a shard's log: batches/s and allocations per batch.
+func BenchmarkPipeline(b *testing.B) {
+	p, to := benchPool(b)
+	ctx := context.Background()
+	key := OrderKey{Shard: "t/n/s", Log: proto.LogStream}
+	req := publish(1)
+	if _, err := p.Request(ctx, to, req); err != nil {
+		b.Fatal(err)
+	}
+	window := make([]*Pending, 0, 32)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if len(window) == cap(window) {
+			if _, err := window[0].Wait(ctx); err != nil {
+				b.Fatal(err)
+			}
+			window = append(window[:0], window[1:]...)
+		}
+		pd, err := p.Pipeline(ctx, to, key, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		window = append(window, pd)
+	}
+	for _, pd := range window {
+		if _, err := pd.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
