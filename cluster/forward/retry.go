@@ -134,6 +134,7 @@ type Machine struct {
 	req      Request
 	opts     Options
 	cur      target     // the current attempt's target
+	curTo    string     // its node id as named (Send.To)
 	curKind  proto.Kind // the kind it was sent as
 	attempts int        // sends so far
 	backoffs int        // retries that waited a backoff
@@ -282,7 +283,7 @@ func (m *Machine) unsupported(ev Event) Action {
 		return m.end(Fail, ReasonBudget, ev.Outcome, 0)
 	}
 	m.down = append(m.down, owned{node: m.cur.node, kind: next})
-	return m.send(m.cur.node, m.cur.gen, 0)
+	return m.send(m.curTo, m.cur.gen, 0)
 }
 
 // fallback is the kind a forwarder re-sends as after UnsupportedKind (seed, "Authorization
@@ -310,7 +311,7 @@ func (m *Machine) retry(last Outcome, code proto.InternalCode) Action {
 		d *= 2
 	}
 	m.backoffs++
-	return m.send(m.cur.node, m.cur.gen, min(d, m.opts.MaxBackoff))
+	return m.send(m.curTo, m.cur.gen, min(d, m.opts.MaxBackoff))
 }
 
 // lost handles a dropped connection or a timeout: a publish, a Put and a CounterAdd end
@@ -325,7 +326,7 @@ func (m *Machine) lost(last Outcome) Action {
 		return m.end(Indeterminate, reason, last, 0)
 	}
 	m.resent, m.unknown = true, last
-	return m.send(m.cur.node, m.cur.gen, 0)
+	return m.send(m.curTo, m.cur.gen, 0)
 }
 
 // send records and returns the next Send to (node, gen) as the kind that owner reads.
@@ -337,7 +338,7 @@ func (m *Machine) send(node string, gen uint64, wait time.Duration) Action {
 			kind = d.kind
 		}
 	}
-	m.cur, m.curKind = t, kind
+	m.cur, m.curTo, m.curKind = t, node, kind
 	m.attempts++
 	seen := false
 	for _, x := range m.tried {
