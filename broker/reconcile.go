@@ -260,7 +260,7 @@ func (r *Reconciler) Reconcile() error {
 	owners, _ := r.owners.Snapshot()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	desired := r.applyPins(gen, desiredState(r.node, streams, caches, owners))
+	desired := r.applyPins(gen, desiredState(r.node, streams, caches, owners), streams, caches, owners)
 	var errs []error
 	for _, a := range plan(desired, r.engine.Shards()) {
 		if err := r.do(a); err != nil {
@@ -270,14 +270,21 @@ func (r *Reconciler) Reconcile() error {
 	return errors.Join(errs...)
 }
 
-// applyPins lays the pins over desired for a pass that read catalog generation gen, and
-// drops the pins that generation already covers.
-func (r *Reconciler) applyPins(gen uint64, desired []desiredShard) []desiredShard {
+// applyPins lays the pins over desired for a pass that read catalog generation gen
+// (with streams and caches) and the table owners, and drops the pins that pass covers:
+// a removal once gen reached the pin's generation; an open once gen reached it and either
+// the catalog no longer lists the shard (the create was never installed, or undone since)
+// or the table names it (the filler caught up: the table decides from then on). A table
+// filled from a catalog read a moment before this pass's therefore cannot close a shard
+// just created.
+func (r *Reconciler) applyPins(gen uint64, desired []desiredShard, streams []Stream, caches []Cache, owners Ownership) []desiredShard {
 	if len(r.pins) == 0 {
 		return desired
 	}
+	listed := catalogRefs(streams, caches)
 	for ref, p := range r.pins {
-		if gen >= p.until {
+		_, named := owners[ref]
+		if gen >= p.until && (p.open == nil || !listed[ref] || named) {
 			delete(r.pins, ref)
 		}
 	}
@@ -288,6 +295,22 @@ func (r *Reconciler) applyPins(gen uint64, desired []desiredShard) []desiredShar
 		}
 	}
 	return desired
+}
+
+// catalogRefs is the set of every shard of streams and caches.
+func catalogRefs(streams []Stream, caches []Cache) map[core.ShardRef]bool {
+	out := map[core.ShardRef]bool{}
+	for _, st := range streams {
+		for i := 0; i < int(st.Shards); i++ {
+			out[core.ShardRef{Kind: core.ShardStream, Name: streamName(st.TenantID, st.Namespace, st.Stream), Shard: i}] = true
+		}
+	}
+	for _, c := range caches {
+		for i := 0; i < int(c.Shards); i++ {
+			out[cacheRef(c, i)] = true
+		}
+	}
+	return out
 }
 
 // do runs one action on the engine; the error names the shard.

@@ -377,3 +377,44 @@ func TestOpenAheadClosesWhatItOpenedOnAFailure(t *testing.T) {
 		t.Fatalf("opened for another node: %v %v", err, eng.held())
 	}
 }
+
+// A create installed while the table still lacks it (the filler read the catalog just
+// before): the shards opened ahead stay open until the table names them, and from then
+// on the table decides.
+func TestOpenAheadHoldsUntilTheTableNamesTheShards(t *testing.T) {
+	cat, owners, eng, r := reconcileFixture(t)
+	owners.Replace(SingleNode("n1", cat))
+	if err := r.Reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	b := Stream{TenantID: "t", Namespace: "ns", Stream: "b", Shards: 2}
+	_, err := cat.CreateStream(b, func(st Stream) error {
+		spec := streamSpec(st)
+		return r.OpenAhead(core.ShardSpec{Stream: &spec}, Assignment{Leader: "n1"}, cat.Generation()+1, nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := eng.held()[sref("b", 1)]; !ok {
+		t.Fatal("a pass with a table behind the catalog closed a shard just created")
+	}
+	owners.Replace(SingleNode("n1", cat))
+	if err := r.Reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.pins) != 0 || len(eng.held()) != 7 {
+		t.Fatalf("pins %v, %d shards open; want none and 7", r.pins, len(eng.held()))
+	}
+	next := SingleNode("n1", cat)
+	next[sref("b", 0)] = Assignment{Leader: "n2"}
+	owners.Replace(next)
+	if err := r.Reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := eng.held()[sref("b", 0)]; ok {
+		t.Fatal("the table gave b#0 to n2 but it stays open here")
+	}
+}
