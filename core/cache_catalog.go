@@ -89,11 +89,24 @@ func (s CacheSpec) validate() error {
 	return nil
 }
 
-// cacheMeta is a cache's catalog entry; shards[i] is owned by its core.
+// cacheMeta is a cache's catalog entry. Immutable once published: opening,
+// closing or moving a shard publishes a new entry (withShard) sharing the
+// metrics. shards[i] is owned by its core, nil when shard i is not open on
+// this engine; places[i] is the engine's snapshot of its role there.
 type cacheMeta struct {
 	spec    CacheSpec
 	shards  []*cacheShard
+	places  []shardPlace
 	metrics *cacheMetrics
+}
+
+// withShard returns a copy of m with shard i set to cs at place p (cs nil:
+// not open here).
+func (m *cacheMeta) withShard(i int, cs *cacheShard, p shardPlace) *cacheMeta {
+	next := &cacheMeta{spec: m.spec, shards: append([]*cacheShard(nil), m.shards...),
+		places: append([]shardPlace(nil), m.places...), metrics: m.metrics}
+	next.shards[i], next.places[i] = cs, p
+	return next
 }
 
 // cacheMetrics are a cache's metrics (VictoriaMetrics, in Config.Metrics),
@@ -142,7 +155,7 @@ func (m *cacheMetrics) update(old, cur cache.Stats) {
 }
 
 // cacheCatalog is an engine's set of caches (the Engine.caches field):
-// copy-on-write, lock-free reads; mu serializes writers.
+// copy-on-write, lock-free reads; writers hold Engine.catalogMu, then mu.
 type cacheCatalog struct {
 	mu sync.Mutex
 	m  atomic.Pointer[map[CacheName]*cacheMeta] // nil = no caches
@@ -161,43 +174,28 @@ func (e *Engine) lookupCache(name CacheName) *cacheMeta {
 	return e.caches.load()[name]
 }
 
-// CreateCache opens every shard of spec's cache on its core; a durable shard
+// CreateCache registers spec's cache and opens every shard of it on its
+// core as leader at generation 0 (OpenShard for each shard); a durable shard
 // replays its logs (so calling it after a restart brings the values, TTLs
-// and counter sums back). Same name and spec again: no-op. Errors:
+// and counter sums back). Same name and spec again: opens the shards not
+// open here, a no-op when every shard leads at generation 0. Errors:
 // ErrInvalid, ErrExists, ErrNoDurableStorage, ErrStorageFailed-wrapped open
-// or replay errors, ErrClosed.
+// or replay errors, ErrStaleGeneration-wrapped, ErrClosed. A new cache that
+// fails to open is not registered.
 func (e *Engine) CreateCache(spec CacheSpec) error {
 	if err := spec.validate(); err != nil {
 		return err
 	}
-	if spec.Durable && e.cfg.DataDir == "" {
-		return ErrNoDurableStorage
-	}
-	cat := &e.caches
-	cat.mu.Lock()
-	defer cat.mu.Unlock()
-	if old := e.lookupCache(spec.Name); old != nil {
-		if old.spec == spec {
-			return nil
-		}
-		return fmt.Errorf("%w: cache %s", ErrExists, spec.Name)
-	}
-	meta := &cacheMeta{spec: spec, shards: make([]*cacheShard, spec.Shards), metrics: newCacheMetrics(e.cfg.Metrics, spec.Name)}
-	for i := range meta.shards {
-		c := e.cores[coreOf(spec.Name.asStream(), i, len(e.cores))]
-		err := e.runOn(c, func(c *core) error {
-			cs, err := c.openCacheShard(meta, i)
-			meta.shards[i] = cs
-			return err
-		})
-		if err != nil {
-			e.closeCacheShards(meta, false)
-			meta.metrics.unregister()
-			return err
-		}
-	}
-	cat.store(func(m map[CacheName]*cacheMeta) { m[spec.Name] = meta })
-	return nil
+	e.catalogMu.Lock()
+	defer e.catalogMu.Unlock()
+	return e.openCacheShards(spec, allShards(spec.Shards), RoleLeader, 0)
+}
+
+// storeCache publishes a change of the cache catalog (catalogMu held).
+func (e *Engine) storeCache(change func(map[CacheName]*cacheMeta)) {
+	e.caches.mu.Lock()
+	e.caches.store(change)
+	e.caches.mu.Unlock()
 }
 
 func (cat *cacheCatalog) store(change func(map[CacheName]*cacheMeta)) {
@@ -210,19 +208,18 @@ func (cat *cacheCatalog) store(change func(map[CacheName]*cacheMeta)) {
 	cat.m.Store(&next)
 }
 
-// DeleteCache removes a cache: its shards close (pending answers and
-// watches end with ErrNotFound) and a durable cache's logs are deleted.
-// Errors: ErrNotFound, ErrClosed.
+// DeleteCache removes a cache: its open shards close (pending answers and
+// watches end with ErrNotFound) and a durable cache's logs are deleted,
+// those of the shards not open here too. Errors: ErrNotFound, ErrClosed.
 func (e *Engine) DeleteCache(name CacheName) error {
-	cat := &e.caches
-	cat.mu.Lock()
-	defer cat.mu.Unlock()
+	e.catalogMu.Lock()
+	defer e.catalogMu.Unlock()
 	meta := e.lookupCache(name)
 	if meta == nil {
 		return ErrNotFound
 	}
-	cat.store(func(m map[CacheName]*cacheMeta) { delete(m, name) })
-	err := e.closeCacheShards(meta, true)
+	e.storeCache(func(m map[CacheName]*cacheMeta) { delete(m, name) })
+	err := errors.Join(e.closeCacheShards(meta, true), e.removeClosedCacheLogs(meta))
 	meta.metrics.unregister()
 	return err
 }
@@ -233,15 +230,7 @@ func (e *Engine) closeCacheShards(meta *cacheMeta, remove bool) error {
 		if cs == nil {
 			continue
 		}
-		closed := make(chan error, 1)
-		err := e.runOn(cs.c, func(c *core) error {
-			cs.closeWhenIdle(ErrNotFound, remove, closed)
-			return nil
-		})
-		if err == nil {
-			err = e.await(cs.c, closed)
-		}
-		if err != nil {
+		if err := e.closeCacheShard(cs, ErrNotFound, remove); err != nil {
 			errs = append(errs, fmt.Errorf("cache shard %d: %w", i, err))
 		}
 	}
@@ -263,7 +252,8 @@ func (e *Engine) ListCaches() []CacheSpec {
 }
 
 // cacheShardAt returns shard of the cache, checking that key belongs to
-// it. Errors: ErrNotFound (no such cache, shard out of range), ErrInvalid.
+// it. Errors: ErrNotFound (no such cache, shard out of range), ErrInvalid,
+// ErrNotHere (not open here, or a follower).
 func (e *Engine) cacheShardAt(name CacheName, shard int, key []byte) (*cacheShard, error) {
 	meta := e.lookupCache(name)
 	if meta == nil {
@@ -276,5 +266,14 @@ func (e *Engine) cacheShardAt(name CacheName, shard int, key []byte) (*cacheShar
 	if want := int(cache.ShardOf(key, uint32(n))); want != shard {
 		return nil, fmt.Errorf("%w: cache %s: the key is on shard %d, not %d", ErrInvalid, name, want, shard)
 	}
-	return meta.shards[shard], nil
+	return meta.leaderShard(shard)
+}
+
+// leaderShard returns shard i when it is open here as leader. Errors:
+// ErrNotHere.
+func (m *cacheMeta) leaderShard(i int) (*cacheShard, error) {
+	if p := m.places[i]; p.role != RoleLeader {
+		return nil, notHere(ShardRef{Kind: ShardCache, Name: m.spec.Name.asStream(), Shard: i}, p.role)
+	}
+	return m.shards[i], nil
 }

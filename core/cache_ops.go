@@ -60,7 +60,9 @@ func (e *Engine) postCache(name CacheName, shard int, key []byte, bind func(*cac
 // the core after the put record is committed and must not block. A lost
 // answer is cache.ErrIndeterminate for the caller, never a silent re-send.
 // Errors (here or in done): ErrNotFound (no such cache, shard out of
-// range, or deleted meantime), ErrInvalid (key not on shard), ErrOverloaded, ErrClosed,
+// range, or deleted meantime), ErrInvalid (key not on shard), ErrNotHere
+// (the shard is not open here, or is a follower), ErrMoved (closed by
+// CloseShard before the commit), ErrOverloaded, ErrClosed,
 // ErrStorageFailed-wrapped, and the cache errors (cache.ErrZeroTTL,
 // cache.ErrNegativeTTL, cache.ErrKeyTooLarge, ... wrapped in ErrInvalid).
 func (e *Engine) CachePut(name CacheName, shard int, key, value []byte, ttl cache.TTL, done func(error)) error {
@@ -118,7 +120,7 @@ type cachePutOp struct {
 func (o *cachePutOp) fail(err error) { o.done(err) }
 
 func (o *cachePutOp) apply(c *core) {
-	if err := o.shard.usable(); err != nil {
+	if err := o.shard.serving(); err != nil {
 		o.done(err)
 		return
 	}
@@ -141,7 +143,7 @@ type cacheReadOp struct {
 func (o *cacheReadOp) fail(err error) { o.done(nil, false, err) }
 
 func (o *cacheReadOp) apply(c *core) {
-	if err := o.shard.usable(); err != nil {
+	if err := o.shard.serving(); err != nil {
 		o.done(nil, false, err)
 		return
 	}
@@ -179,7 +181,7 @@ type counterOp struct {
 func (o *counterOp) fail(err error) { o.done(0, err) }
 
 func (o *counterOp) apply(*core) {
-	if err := o.shard.usable(); err != nil {
+	if err := o.shard.serving(); err != nil {
 		o.done(0, err)
 		return
 	}

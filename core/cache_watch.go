@@ -82,10 +82,12 @@ type CacheWatcher struct {
 // CacheWatch registers a watch on the shards the request covers (req.Shard)
 // and returns its watcher. Errors: ErrNotFound (no such cache, req.Shard
 // out of range), ErrInvalid (a bad key, a key watch on another shard than
-// the key's, From on a multi-shard prefix
-// watch), *CursorError (From below the log's earliest offset, or of an
-// in-memory cache below its tail: too_old; past the tail: in_future),
-// ErrOverloaded, ErrClosed.
+// the key's, From on a multi-shard prefix watch), ErrNotHere (a shard the
+// watch covers is not open here, or is a follower), *CursorError (From
+// below the log's earliest offset, or of an in-memory cache below its tail:
+// too_old; past the tail: in_future), ErrOverloaded, ErrClosed. A watch
+// ends with ErrMoved when a shard it follows changes role or closes
+// (SetRole, CloseShard).
 func (e *Engine) CacheWatch(req CacheWatchRequest) (*CacheWatcher, error) {
 	shards, err := e.watchShards(req)
 	if err != nil {
@@ -127,16 +129,28 @@ func (e *Engine) watchShards(req CacheWatchRequest) ([]*cacheShard, error) {
 	case meta == nil:
 		return nil, fmt.Errorf("%w: cache %s", ErrNotFound, req.Cache)
 	case req.Shard == AllCacheShards:
-		return meta.shards, nil
+		out := make([]*cacheShard, len(meta.shards))
+		for i := range out {
+			cs, err := meta.leaderShard(i)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = cs
+		}
+		return out, nil
 	case req.Shard < 0 || req.Shard >= len(meta.shards):
 		return nil, fmt.Errorf("%w: cache %s has no shard %d", ErrNotFound, req.Cache, req.Shard)
 	}
-	return []*cacheShard{meta.shards[req.Shard]}, nil
+	cs, err := meta.leaderShard(req.Shard)
+	if err != nil {
+		return nil, err
+	}
+	return []*cacheShard{cs}, nil
 }
 
 // addWatch registers w on the shard (on its core) and sets up its history.
 func (cs *cacheShard) addWatch(w *CacheWatcher, from *uint64) error {
-	if err := cs.usable(); err != nil {
+	if err := cs.serving(); err != nil {
 		return err
 	}
 	liveStart, _ := cs.sm.NextOffsets()
@@ -219,7 +233,8 @@ func (cs *cacheShard) dropWatch(w *CacheWatcher, err error) {
 // Next returns the watch's next change: first the history of a resumed
 // watch, then live changes. It waits until one is available or ctx ends.
 // Errors: ctx's error; ErrSlowSubscriber (the queue overflowed), ErrNotFound
-// (the cache was deleted), ErrClosed, ErrStorageFailed-wrapped; a
+// (the cache was deleted), ErrMoved-wrapped (a shard changed role or closed:
+// watch again where it is led), ErrClosed, ErrStorageFailed-wrapped; a
 // *CursorError too_old when compaction dropped the history meanwhile.
 func (w *CacheWatcher) Next(ctx context.Context) (CacheChange, error) {
 	for {

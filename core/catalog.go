@@ -6,49 +6,32 @@ import (
 	"sort"
 )
 
-// CreateStream opens every shard of spec's stream on its core: a durable
-// shard recovers its log under Config.DataDir (or creates it), so calling
-// CreateStream for the streams of the broker's catalog after a restart brings
-// their data back. Creating a stream that exists with the same spec is a
-// no-op. The broker's catalog calls it (docs/architecture.md, core).
+// CreateStream registers spec's stream and opens every shard of it on its
+// core as leader at generation 0 (OpenShard for each shard), which is what a
+// single node does: a durable shard recovers its logs under Config.DataDir
+// (or creates them), so calling CreateStream for the streams of the broker's
+// catalog after a restart brings their data back. Creating a stream that
+// exists with the same spec opens the shards not open here and leaves the
+// others as they are (a no-op when every shard leads at generation 0). The
+// broker's catalog calls it (docs/architecture.md, core).
 //
 // Errors: ErrInvalid (bad spec), ErrExists (same name, other spec),
-// ErrNoDurableStorage, ErrStorageFailed-wrapped open errors, ErrClosed.
+// ErrNoDurableStorage, ErrStorageFailed-wrapped open errors,
+// ErrStaleGeneration-wrapped (a shard open here at a generation above 0),
+// ErrClosed. A new stream that fails to open is not registered.
 func (e *Engine) CreateStream(spec StreamSpec) error {
 	if err := spec.validate(); err != nil {
 		return err
 	}
-	if spec.Durable && e.cfg.DataDir == "" {
-		return ErrNoDurableStorage
-	}
 	e.catalogMu.Lock()
 	defer e.catalogMu.Unlock()
-	if old := e.lookup(spec.Name); old != nil {
-		if old.spec == spec {
-			return nil
-		}
-		return fmt.Errorf("%w: %s", ErrExists, spec.Name)
-	}
-	meta := &streamMeta{spec: spec, shards: make([]*streamShard, spec.Shards)}
-	for i := range meta.shards {
-		c := e.coreFor(spec.Name, i)
-		err := e.runOn(c, func(c *core) error {
-			s, err := c.openShard(&meta.spec, i)
-			meta.shards[i] = s
-			return err
-		})
-		if err != nil {
-			e.closeShards(meta, ErrNotFound, false)
-			return err
-		}
-	}
-	e.storeCatalog(func(m map[StreamName]*streamMeta) { m[spec.Name] = meta })
-	return nil
+	return e.openStreamShards(spec, allShards(spec.Shards), RoleLeader, 0)
 }
 
-// DeleteStream removes a stream: its shards close (subscriptions end with
-// ErrNotFound, publishes in flight complete or fail) and a durable stream's
-// logs are deleted from disk. Errors: ErrNotFound, ErrClosed.
+// DeleteStream removes a stream: its open shards close (subscriptions end
+// with ErrNotFound, publishes in flight complete or fail) and a durable
+// stream's logs are deleted from disk, those of the shards not open here
+// too. Errors: ErrNotFound, ErrClosed.
 func (e *Engine) DeleteStream(name StreamName) error {
 	e.catalogMu.Lock()
 	defer e.catalogMu.Unlock()
@@ -57,7 +40,7 @@ func (e *Engine) DeleteStream(name StreamName) error {
 		return ErrNotFound
 	}
 	e.storeCatalog(func(m map[StreamName]*streamMeta) { delete(m, name) })
-	return e.closeShards(meta, ErrNotFound, true)
+	return errors.Join(e.closeShards(meta, ErrNotFound, true), e.removeClosedStreamLogs(meta))
 }
 
 // closeShards closes meta's opened shards on their cores, waiting for their
@@ -68,15 +51,7 @@ func (e *Engine) closeShards(meta *streamMeta, reason error, remove bool) error 
 		if s == nil {
 			continue
 		}
-		closed := make(chan error, 1)
-		err := e.runOn(s.c, func(c *core) error {
-			s.closeWhenIdle(reason, remove, closed)
-			return nil
-		})
-		if err == nil {
-			err = e.await(s.c, closed)
-		}
-		if err != nil {
+		if err := e.closeStreamShard(s, reason, remove); err != nil {
 			errs = append(errs, fmt.Errorf("shard %d: %w", i, err))
 		}
 	}
@@ -105,8 +80,8 @@ func (e *Engine) ListStreams() []StreamSpec {
 }
 
 // StreamInfo returns a stream's spec and each shard's earliest, next,
-// committed and released offsets, read on the shards' cores. Errors:
-// ErrNotFound, ErrOverloaded, ErrClosed.
+// committed and released offsets, read on the shards' cores (0 for a shard
+// not open here). Errors: ErrNotFound, ErrOverloaded, ErrClosed.
 func (e *Engine) StreamInfo(name StreamName) (StreamInfo, error) {
 	meta := e.lookup(name)
 	if meta == nil {
@@ -116,6 +91,9 @@ func (e *Engine) StreamInfo(name StreamName) (StreamInfo, error) {
 	info := StreamInfo{Spec: meta.spec, NextOffsets: make([]uint64, n), EarliestOffsets: make([]uint64, n),
 		CommittedOffsets: make([]uint64, n), ReleasedOffsets: make([]uint64, n)}
 	for i, s := range meta.shards {
+		if s == nil {
+			continue
+		}
 		err := e.runOn(s.c, func(*core) error {
 			if s.closed {
 				return ErrNotFound

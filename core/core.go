@@ -36,6 +36,9 @@ type core struct {
 	// per-core state here.
 	cacheShards any
 	groupShards any
+	// roles is the role and generation of every shard open on the core
+	// (shardapi_state.go).
+	roles shardRoles
 
 	syncTimer      coreTimer
 	retentionTimer coreTimer
@@ -183,6 +186,10 @@ func (c *core) untilNextTimer() time.Duration {
 func (c *core) dispatch(m *message) {
 	switch m.kind {
 	case msgPublish:
+		if err := c.streamRefusal(m.shard); err != nil { // a follower, or closed by CloseShard
+			m.done(PublishResult{}, err)
+			return
+		}
 		m.shard.publish(m.req, m.done, m.enqueuedNanos)
 	case msgOp:
 		m.op.apply(c)

@@ -206,11 +206,31 @@ type Engine struct {
 }
 
 // streamMeta is a stream's catalog entry. Immutable once published, except
-// the round-robin counter; shards[i] is state owned by cores[i]'s core.
+// the round-robin counter (shared by every version of the entry): opening,
+// closing or moving a shard publishes a new entry (withShard). shards[i] is
+// state owned by its core, nil when shard i is not open on this engine;
+// places[i] is the engine's snapshot of its role and generation there (the
+// core's placement is authoritative: shardapi_state.go).
 type streamMeta struct {
 	spec   StreamSpec
 	shards []*streamShard
-	rr     atomic.Uint64
+	places []shardPlace
+	rr     *atomic.Uint64
+}
+
+// newStreamMeta is a catalog entry for spec with no shard open.
+func newStreamMeta(spec StreamSpec) *streamMeta {
+	return &streamMeta{spec: spec, shards: make([]*streamShard, spec.Shards),
+		places: make([]shardPlace, spec.Shards), rr: new(atomic.Uint64)}
+}
+
+// withShard returns a copy of m with shard i set to s at place p (s nil:
+// not open here).
+func (m *streamMeta) withShard(i int, s *streamShard, p shardPlace) *streamMeta {
+	next := &streamMeta{spec: m.spec, shards: append([]*streamShard(nil), m.shards...),
+		places: append([]shardPlace(nil), m.places...), rr: m.rr}
+	next.shards[i], next.places[i] = s, p
+	return next
 }
 
 // NewEngine starts cfg.Cores cores. Errors: ErrInvalid for a bad config, or

@@ -38,6 +38,24 @@ var (
 	// when the engine has no Config.DataDir (spec/config.md §2,
 	// FELIX_DURABLE_STORAGE_DIR unset ⇒ durable streams rejected).
 	ErrNoDurableStorage = errors.New("core: durable streams need a data directory")
+	// ErrNotHere means the shard a call names is not served by this engine:
+	// it is not open here (OpenShard never ran for it, or CloseShard closed
+	// it), or it is open as a follower, which refuses client publishes,
+	// subscriptions, cache operations, watches and group operations
+	// (docs/architecture.md, "Shards, roles and generations"). The stream or
+	// cache exists in the catalog (that is ErrNotFound). The broker answers
+	// it with not_leader once the cluster knows the leader.
+	ErrNotHere = errors.New("core: shard not served here")
+	// ErrMoved ends a subscription, a cache watch or a parked group poll
+	// whose shard changed role (SetRole: leader to follower, follower to
+	// leader, or a new generation) or was closed (CloseShard); publishes and
+	// cache operations still waiting for their commit when CloseShard closed
+	// the shard fail with it too. The client subscribes again, where the
+	// shard is led now.
+	ErrMoved = errors.New("core: shard moved")
+	// ErrStaleGeneration refuses an OpenShard or SetRole whose generation is
+	// below the one the shard is open at here (generations never go back).
+	ErrStaleGeneration = errors.New("core: stale shard generation")
 )
 
 // CursorReason is the reason of a *CursorError, spelled as on the wire

@@ -90,7 +90,9 @@ type RedriveRequest struct {
 // when records commit or MaxWait passes (then with no records). done runs on the
 // shard's core, after the delivery records are durable, and must not block.
 // Errors (here or in done): ErrNotFound, ErrInvalid (in-memory stream, bad request,
-// wrapping the groups error), ErrOverloaded, ErrClosed, ErrStorageFailed-wrapped.
+// wrapping the groups error), ErrNotHere (the shard is not open here, or is a
+// follower), ErrMoved (a parked poll whose shard changed role or closed:
+// SetRole, CloseShard), ErrOverloaded, ErrClosed, ErrStorageFailed-wrapped.
 func (e *Engine) GroupPoll(req GroupPollRequest, done func([]GroupRecord, error)) error {
 	if req.MaxRecords < 1 || req.MaxWait < 0 || req.MaxBytes < 0 {
 		return fmt.Errorf("%w: max records %d, max wait %v, max bytes %d", ErrInvalid, req.MaxRecords, req.MaxWait, req.MaxBytes)
@@ -168,6 +170,9 @@ func (e *Engine) groupStreamShard(name StreamName, shard int) (*streamShard, err
 	if !meta.spec.Durable {
 		return nil, fmt.Errorf("%w: consumer groups need a durable stream (%s)", ErrInvalid, name)
 	}
+	if p := meta.places[shard]; p.role != RoleLeader {
+		return nil, notHere(ShardRef{Kind: ShardStream, Name: name, Shard: shard}, p.role)
+	}
 	return meta.shards[shard], nil
 }
 
@@ -189,6 +194,10 @@ type groupFuncOp struct {
 func (o *groupFuncOp) fail(err error) { o.done(err) }
 
 func (o *groupFuncOp) apply(c *core) {
+	if err := c.streamRefusal(o.shard); err != nil {
+		o.done(err)
+		return
+	}
 	gs, err := c.groupShardOf(o.shard)
 	if err != nil {
 		o.done(err)

@@ -24,6 +24,10 @@ type groupPollOp struct {
 func (o *groupPollOp) fail(err error) { o.done(nil, err) }
 
 func (o *groupPollOp) apply(c *core) {
+	if err := c.streamRefusal(o.shard); err != nil {
+		o.done(nil, err)
+		return
+	}
 	gs, err := c.groupShardOf(o.shard)
 	if err != nil {
 		o.done(nil, err)

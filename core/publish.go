@@ -49,15 +49,18 @@ func (e *Engine) Route(stream StreamName, key []byte, producerID string, sequenc
 // (or on the goroutine closing the engine, with ErrClosed), and must not
 // block. When it runs depends on the ack mode (AckMode) and, for
 // AckOnCommit, on the shard's release mark (Engine.Release). Errors given
-// to done: ErrNotFound (stream deleted meanwhile), ErrOverloaded (held
-// queue full behind a Block subscriber), ErrStorageFailed-wrapped,
-// ErrClosed. Until done runs, req and every byte it references belong to
-// the engine.
+// to done: ErrNotFound (stream deleted meanwhile), ErrNotHere (the shard
+// became a follower or was closed meanwhile, or stopped leading while the
+// publish was held behind a Block subscriber), ErrMoved (closed by
+// CloseShard before the batch was released), ErrOverloaded (held queue full
+// behind a Block subscriber), ErrStorageFailed-wrapped, ErrClosed. Until
+// done runs, req and every byte it references belong to the engine.
 //
 // Publish itself returns ErrInvalid (no payloads, bad ack mode, producer id
 // too long), ErrNotFound (no such stream, or req.Shard out of range),
-// ErrOverloaded (the core's inbox is full: shed or retry with backoff) or
-// ErrClosed; then done is never called.
+// ErrNotHere (the shard is not open here, or is a follower), ErrOverloaded
+// (the core's inbox is full: shed or retry with backoff) or ErrClosed; then
+// done is never called.
 func (e *Engine) Publish(req *PublishRequest, done func(PublishResult, error)) error {
 	if len(req.Payloads) == 0 || req.Ack > AckOnCommit || len(req.ProducerID) > MaxProducerIDBytes {
 		return fmt.Errorf("%w: publish with %d payloads, ack %d, producer id of %d bytes",
@@ -74,6 +77,9 @@ func (e *Engine) Publish(req *PublishRequest, done func(PublishResult, error)) e
 		return fmt.Errorf("%w: %s has no shard %d", ErrNotFound, req.Stream, req.Shard)
 	}
 	s := meta.shards[req.Shard]
+	if p := meta.places[req.Shard]; p.role != RoleLeader {
+		return notHere(ShardRef{Kind: ShardStream, Name: req.Stream, Shard: req.Shard}, p.role)
+	}
 	return e.post(s.c, message{kind: msgPublish, shard: s, req: req, done: done})
 }
 

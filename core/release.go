@@ -31,7 +31,7 @@ import "fmt"
 // record to release. Releasing at the current mark is a no-op.
 //
 // Errors: ErrNotFound (no such stream or shard, or the stream is closing),
-// ErrInvalid (the stream is not ConsistencyQuorum: its commit drives its
+// ErrNotHere (the shard is not open here), ErrInvalid (the stream is not ConsistencyQuorum: its commit drives its
 // release; offset below the current mark: the mark never moves backwards;
 // offset past the shard's committed offset: only committed records can be
 // released), ErrOverloaded, ErrClosed. On a Quorum shard without a replica
@@ -49,6 +49,9 @@ func (e *Engine) Release(stream StreamName, shard int, offset uint64) error {
 		return fmt.Errorf("%w: release of %s: a %s stream releases at its commit", ErrInvalid, stream, meta.spec.Consistency)
 	}
 	s := meta.shards[shard]
+	if s == nil {
+		return notHere(ShardRef{Kind: ShardStream, Name: stream, Shard: shard}, 0)
+	}
 	return e.runOn(s.c, func(*core) error { return s.release(offset) })
 }
 
@@ -66,6 +69,9 @@ func (e *Engine) attachReplicaSet(stream StreamName, shard int) error {
 		return fmt.Errorf("%w: replica set for %s: a %s stream releases at its commit", ErrInvalid, stream, meta.spec.Consistency)
 	}
 	s := meta.shards[shard]
+	if s == nil {
+		return notHere(ShardRef{Kind: ShardStream, Name: stream, Shard: shard}, 0)
+	}
 	return e.runOn(s.c, func(*core) error {
 		if s.closed {
 			return ErrNotFound

@@ -8,9 +8,12 @@ import "fmt"
 // replay ring (in-memory) before the live frames, so the subscriber sees
 // every record once, in offset order.
 //
-// Errors: ErrInvalid (bad policy or shard), ErrNotFound (no such stream),
+// Errors: ErrInvalid (bad policy), ErrNotFound (no such stream, shard out
+// of range), ErrNotHere (the shard is not open here, or is a follower),
 // *CursorError (too_old: below the oldest retained offset; in_future: past
-// the shard's next offset), ErrOverloaded, ErrClosed.
+// the shard's next offset), ErrOverloaded, ErrClosed. A live subscription
+// ends with ErrMoved when its shard changes role or closes (SetRole,
+// CloseShard).
 func (e *Engine) Subscribe(req SubscribeRequest) (*Subscription, error) {
 	if req.Policy > Block || req.Start > StartOffset || req.QueueCapacity < 0 || req.BlockTimeout < 0 {
 		return nil, fmt.Errorf("%w: subscribe policy %d, start %d, capacity %d", ErrInvalid, req.Policy, req.Start, req.QueueCapacity)
@@ -23,6 +26,9 @@ func (e *Engine) Subscribe(req SubscribeRequest) (*Subscription, error) {
 		return nil, fmt.Errorf("%w: %s has no shard %d", ErrNotFound, req.Stream, req.Shard)
 	}
 	s := meta.shards[req.Shard]
+	if p := meta.places[req.Shard]; p.role != RoleLeader {
+		return nil, notHere(ShardRef{Kind: ShardStream, Name: req.Stream, Shard: req.Shard}, p.role)
+	}
 	sub := &Subscription{
 		id:           e.nextSubscription.Add(1),
 		shard:        s,
@@ -41,7 +47,12 @@ func (e *Engine) Subscribe(req SubscribeRequest) (*Subscription, error) {
 		sub.blockTimeout = e.cfg.BlockTimeout
 	}
 	sub.items = make([]Delivery, sub.capacity)
-	err := e.runOn(s.c, func(*core) error { return s.subscribe(sub, req.Start, req.Offset) })
+	err := e.runOn(s.c, func(c *core) error {
+		if err := c.streamRefusal(s); err != nil {
+			return err
+		}
+		return s.subscribe(sub, req.Start, req.Offset)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -220,8 +220,10 @@ func (q *Subscription) Close() error {
 // in-memory replay ring), then live frames, in offset order with no gap but
 // the counted drops and no duplicate. It blocks until a frame is ready, ctx
 // ends (ctx.Err()), or the subscription ends: ErrClosed, ErrSlowSubscriber,
-// ErrNotFound (stream deleted), a *CursorError (history trimmed away while
-// reading), or an ErrStorageFailed-wrapped read error.
+// ErrNotFound (stream deleted), ErrMoved-wrapped (the shard changed role or
+// closed here: SetRole, CloseShard; frames queued before stay deliverable),
+// a *CursorError (history trimmed away while reading), or an
+// ErrStorageFailed-wrapped read error.
 func (q *Subscription) Next(ctx context.Context) (Delivery, error) {
 	for {
 		if q.histNext < q.histEnd {
