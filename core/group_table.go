@@ -76,8 +76,8 @@ func (t *groupTable) arm() {
 			at, ok = v, true
 		}
 	}
-	for _, gs := range t.shards {
-		if gs.failed != nil {
+	for s, gs := range t.shards {
+		if gs.failed != nil || t.c.roles.follows(s) { // a follower's state comes from its leader
 			continue
 		}
 		if exp, has := gs.sm.NextExpiry(); has {
@@ -107,7 +107,7 @@ func (t *groupTable) fire(now int64) {
 	t.firing = true
 	wall := t.c.wallMillis()
 	for s, gs := range t.shards {
-		if gs.failed != nil {
+		if gs.failed != nil || t.c.roles.follows(s) {
 			continue
 		}
 		if s.closed {

@@ -12,6 +12,7 @@ import (
 
 	"felix/core/cache"
 	"felix/core/groups"
+	"felix/proto"
 )
 
 func (h *harness) pollShard(shard int, max int, wait time.Duration) *groupAnswer {
@@ -203,5 +204,31 @@ func TestDeleteRemovesTheLogsOfShardsNotOpenHere(t *testing.T) {
 	}
 	if r := cacheGet(t, h, "k"); r.found {
 		t.Fatalf("the closed cache shard's value survived DeleteCache: %+v", r)
+	}
+}
+
+func TestFollowerGroupStateWaitsForItsLeader(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), nil)
+	h.create(StreamSpec{Name: testStream, Shards: 1, Durable: true})
+	created := &groupAnswer{}
+	if err := h.e.CreateGroup(testStream, 0, "g", groups.GroupConfig{VisibilityTimeoutMillis: 1000, MaxDeliveries: 1}, created.plain); err != nil {
+		t.Fatal(err)
+	}
+	h.step(3)
+	h.publishN("a", 2)
+	wantRecords(t, h.groupPoll("g", 1, 1, 0), 0) // leased once: dead-lettered when the lease expires
+	dead := h.store.logs[fakeLogKey(proto.LogDeadLetters, testStream, 0)]
+	before := dead.NextOffset()
+	h.setRole(streamShardRef(0), RoleFollower, 1)
+	h.clock.advance(5 * time.Second)
+	h.step(5)
+	if got := dead.NextOffset(); got != before {
+		t.Fatalf("a follower's group timer dead-lettered: dead-letter log at %d, was %d", got, before)
+	}
+	h.setRole(streamShardRef(0), RoleLeader, 2)
+	h.clock.advance(time.Millisecond)
+	h.step(5)
+	if got := dead.NextOffset(); got == before {
+		t.Fatal("the leader did not dead-letter the expired lease")
 	}
 }

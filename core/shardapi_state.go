@@ -66,6 +66,17 @@ func (r *shardRoles) forgetCache(cs *cacheShard) {
 	}
 }
 
+// follows reports whether s is open here as a follower: its group state
+// changes only through its leader's records, so the core's group timer
+// neither expires its leases nor dead-letters its records.
+func (r *shardRoles) follows(s *streamShard) bool {
+	if r.followers == 0 {
+		return false
+	}
+	p := r.streams[s]
+	return p != nil && p.role != RoleLeader
+}
+
 func (r *shardRoles) count(role Role, d int) {
 	if role != RoleLeader {
 		r.followers += d
@@ -141,7 +152,8 @@ func (cs *cacheShard) serving() error {
 // setStreamRole moves s to (role, generation) on its core (SetRole): its
 // live subscriptions and its groups' parked polls end with ErrMoved and, when
 // it no longer leads, the publishes it holds (behind a Block subscriber) fail
-// with ErrNotHere. Publishes already appended complete as usual. Errors:
+// with ErrNotHere and the group timer leaves its leases alone (follows).
+// Publishes already appended complete as usual. Errors:
 // ErrNotHere-wrapped (s is not open here), ErrStaleGeneration-wrapped.
 func (c *core) setStreamRole(s *streamShard, role Role, generation uint64) error {
 	p := c.roles.streams[s]
@@ -161,13 +173,13 @@ func (c *core) setStreamRole(s *streamShard, role Role, generation uint64) error
 		}
 	}
 	if t, ok := c.groupShards.(*groupTable); ok {
-		if gs := t.shards[s]; gs != nil && len(gs.parked) > 0 {
+		if gs := t.shards[s]; gs != nil {
 			for _, poll := range gs.parked {
 				poll.done(nil, moved)
 			}
 			clear(gs.parked)
 			gs.parked = gs.parked[:0]
-			t.arm()
+			t.arm() // a new leader expires the leases its follower time left due
 		}
 	}
 	return nil
