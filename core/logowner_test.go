@@ -179,3 +179,30 @@ func TestLogOwnerCompact(t *testing.T) {
 		t.Fatal("a refused compaction counted as in flight")
 	}
 }
+
+// A durable stream shard counts its publish in flight on its logOwner:
+// WhenIdle and OnDurable registered while the append is held wait for its
+// completion, which also acknowledges the publish; then the shard is idle.
+func TestStreamShardWaitsThroughItsLogOwner(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), nil)
+	defer h.close()
+	h.create(StreamSpec{Name: testStream, Shards: 1, Durable: true})
+	s := h.e.lookup(testStream).shards[0]
+	h.hold(true)
+	a := h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("a", 2)})
+	h.step(2)
+	if s.appending != 1 || a.calls != 0 {
+		t.Fatalf("held publish: %d appends in flight, %d answers", s.appending, a.calls)
+	}
+	idle, durable := false, false
+	s.WhenIdle(func() { idle = a.calls == 1 })
+	s.OnDurable(2, func() { durable = true })
+	if idle || durable {
+		t.Fatal("waiters ran with the append in flight")
+	}
+	h.hold(false)
+	h.step(2)
+	if !idle || !durable || a.err != nil || s.appending != 0 {
+		t.Fatalf("after the completion: idle %v (after the ack), durable %v, ack %v, %d in flight", idle, durable, a.err, s.appending)
+	}
+}
