@@ -67,16 +67,16 @@ type Reason uint8
 
 // Reasons.
 const (
-	ReasonNone        Reason = iota
-	ReasonRefused            // Fail: the owner refused, not retryable (Code: Unauthorized, Malformed, StorageFailed, ...)
-	ReasonNotSent            // Fail: the transport refused before sending (Event.Err), a retry would too
-	ReasonLoop               // Fail: NotLeader named a (broker, generation) already tried
-	ReasonNoOwner            // Fail: NotLeader named no owner
-	ReasonBudget             // Fail: the attempt budget ran out on retryable outcomes (Last, Code: the last one)
-	ReasonUnsupported        // Fail: UnsupportedKind for a kind with no fallback left for that owner
-	ReasonDropped            // Indeterminate: the connection dropped with the request outstanding
-	ReasonTimedOut           // Indeterminate: the request timed out (or the caller's context ended)
-	ReasonProtocol           // Indeterminate: an answer not in the request's shape, or an unknown error
+	ReasonNone        Reason = iota // Send, Ack
+	ReasonRefused                   // Fail: the owner refused, not retryable (Code: Unauthorized, Malformed, StorageFailed, ...)
+	ReasonNotSent                   // Fail: the transport refused before sending (Event.Err), a retry would too
+	ReasonLoop                      // Fail: NotLeader named a (broker, generation) already tried
+	ReasonNoOwner                   // Fail: NotLeader named no owner
+	ReasonBudget                    // Fail: the attempt budget ran out on retryable outcomes (Last, Code: the last one)
+	ReasonUnsupported               // Fail: UnsupportedKind for a kind with no fallback left for that owner
+	ReasonDropped                   // Indeterminate: the connection dropped with the request outstanding
+	ReasonTimedOut                  // Indeterminate: the request timed out (or the caller's context ended)
+	ReasonProtocol                  // Indeterminate: an answer not in the request's shape, or an unknown error
 )
 
 var reasonNames = [...]string{"none", "refused", "not-sent", "loop", "no-owner", "budget", "unsupported",
