@@ -180,7 +180,8 @@ func cacheSpec(c Cache) core.CacheSpec {
 // A catalog change that must open or remove shards before it is installed (a stream
 // create fails when its shards cannot open; a delete removes the logs) goes through
 // OpenAhead / RemoveAhead, which act at once and pin the outcome until the catalog
-// reaches the generation that installs the change, so a pass that read the catalog just
+// reaches the generation that installs the change (and, for an open, until the table
+// names the shard: applyPins), so a pass that read the catalog or filled the table just
 // before cannot undo it.
 type Reconciler struct {
 	node    string
