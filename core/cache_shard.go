@@ -281,7 +281,7 @@ func (t *cacheTable) closeAll() {
 func (t *cacheTable) sweep(now int64) {
 	wall := t.c.wallMillis()
 	for cs := range t.shards {
-		if cs.usable() != nil {
+		if cs.serving() != nil { // failed, closed, or a follower (its leader expires values)
 			continue
 		}
 		if cs.sm.Sweep(wall, cacheSweepPerTick) > 0 {

@@ -232,3 +232,29 @@ func TestFollowerGroupStateWaitsForItsLeader(t *testing.T) {
 		t.Fatal("the leader did not dead-letter the expired lease")
 	}
 }
+
+func TestFollowerCacheDoesNotExpireValues(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), nil)
+	createCache(t, h, 1, true)
+	r := cachePut(t, h, "k", "v", cache.TTLMillis(1000))
+	h.step(3)
+	if r.calls != 1 || r.err != nil {
+		t.Fatalf("put: %+v", r)
+	}
+	log := h.store.logs[fakeLogKey(proto.LogCache, testCache.asStream(), 0)]
+	before := log.NextOffset()
+	h.setRole(cacheShardRef(0), RoleFollower, 1)
+	for range 5 {
+		h.clock.advance(time.Second)
+		h.step(2)
+	}
+	if got := log.NextOffset(); got != before {
+		t.Fatalf("a follower's TTL sweep wrote to the cache log: %d, was %d", got, before)
+	}
+	h.setRole(cacheShardRef(0), RoleLeader, 2)
+	h.clock.advance(time.Second)
+	h.step(3)
+	if got := log.NextOffset(); got == before {
+		t.Fatal("the leader's TTL sweep did not expire the value")
+	}
+}
