@@ -155,3 +155,44 @@ func TestCreateFailsWhenTheShardsCannotOpen(t *testing.T) {
 		t.Fatalf("%d shards open, want 3", n)
 	}
 }
+
+// At start the reconciler's first pass reopens every catalog shard as leader at
+// generation 0 with its records (the catalog is the authority for names).
+func TestRestartReopensTheCatalogShards(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"FELIX_DURABLE_STORAGE_DIR": dir}
+	srv, stop := startInProcess(t, env)
+	base := "/v1/tenants/default/namespaces/default/"
+	if code, out := adminPost(t, srv, "POST", base+"streams", map[string]any{"stream": "r", "shards": 2}); code != http.StatusCreated {
+		t.Fatalf("create stream: %d %s", code, out)
+	}
+	if code, out := adminPost(t, srv, "POST", base+"caches", map[string]any{"cache": "k"}); code != http.StatusCreated {
+		t.Fatalf("create cache: %d %s", code, out)
+	}
+	name := streamName("default", "default", "r")
+	done := make(chan error, 1)
+	req := &core.PublishRequest{Stream: name, Shard: 1, Payloads: [][]byte{[]byte("a"), []byte("b")}, Ack: core.AckOnCommit}
+	if err := srv.engine.Publish(req, func(_ core.PublishResult, err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	stop()
+
+	srv, stop = startInProcess(t, env)
+	defer stop()
+	want := []core.ShardState{{Ref: core.ShardRef{Kind: core.ShardStream, Name: name, Shard: 0}, Role: core.RoleLeader},
+		{Ref: core.ShardRef{Kind: core.ShardStream, Name: name, Shard: 1}, Role: core.RoleLeader},
+		{Ref: cacheRef(Cache{TenantID: "default", Namespace: "default", Cache: "k"}, 0), Role: core.RoleLeader}}
+	if got := srv.engine.Shards(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the restart: %+v, want %+v", got, want)
+	}
+	info, err := srv.engine.StreamInfo(name)
+	if err != nil || info.NextOffsets[1] != 2 || info.NextOffsets[0] != 0 {
+		t.Fatalf("records after the restart: %+v %v", info, err)
+	}
+	if a, ok := srv.owners.Lookup(want[2].Ref); !ok || a.Leader != singleNodeID {
+		t.Fatalf("ownership of the cache shard: %+v %v", a, ok)
+	}
+}
