@@ -49,7 +49,7 @@ func (c *core) openGroupShard(s *streamShard) (*groupShard, error) {
 	gs := &groupShard{c: c, stream: s}
 	gs.onCursor, gs.onDead = gs.cursorAppended, gs.deadAppended
 	gs.onCursorCompacted, gs.onDeadCompacted = gs.cursorCompacted, gs.deadCompacted
-	gs.initOwner(c, gs.failWaiters, nil)
+	gs.initOwner(c, gs.failWaiters, gs.closeGroups)
 	var err error
 	if gs.cursor, err = c.disk.OpenLog(s.logAddr(proto.LogGroupCursors), logOptions{}); err != nil {
 		return nil, storageError(fmt.Sprintf("open group cursors of %s shard %d", s.name, s.index), err)
@@ -254,6 +254,13 @@ func (gs *groupShard) close(err error) {
 	gs.closeOwner()
 	gs.stream.onCommit, gs.stream.onClose = nil, nil
 	gs.closeLogs()
+}
+
+// closeGroups is the group state's logOwner.closeHook: it closes with reason
+// (its logs are the stream shard's and go with its directory).
+func (gs *groupShard) closeGroups(reason error, _ bool) error {
+	gs.close(reason)
+	return nil
 }
 
 func (gs *groupShard) closeLogs() {
