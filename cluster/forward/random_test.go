@@ -17,7 +17,8 @@ import (
 // only on the owner's Ok in the request's shape; it never re-sends a publish, a Put or a
 // CounterAdd after an unknown outcome, and never reports failed after any unknown outcome;
 // it never follows a redirect to a (broker, generation) already tried; it never sends an
-// owner a kind that owner answered UnsupportedKind.
+// owner a kind that owner answered UnsupportedKind, nor a fallback kind unless that owner
+// refused the kind it falls back from.
 func TestMachineRandomOutcomes(t *testing.T) {
 	for _, seed := range testseed.Seeds(t, 1, 3000) {
 		rng := rand.New(rand.NewPCG(seed, 0xf0))
@@ -122,9 +123,21 @@ func (st *runState) checkSend(act Action, m *Machine) string {
 		return "sent " + act.Kind.String() + " again to an owner that answered UnsupportedKind for it"
 	case act.Backoff < 0 || act.Backoff > DefaultMaxBackoff:
 		return "backoff out of bounds"
+	case act.Kind != st.req.Kind && !st.fellBack(node, act.Kind):
+		return "sent " + act.Kind.String() + " to an owner that never refused the kind it falls back from"
 	}
 	st.tried[target{node, act.Generation}] = true
 	return ""
+}
+
+// fellBack reports whether node answered UnsupportedKind for the kind that falls back to k.
+func (st *runState) fellBack(node string, k proto.Kind) bool {
+	for _, from := range randomKinds {
+		if next, ok := fallback(from); ok && next == k && st.refused[owned{node, from}] {
+			return true
+		}
+	}
+	return false
 }
 
 // checkStep checks the action that followed ev, the outcome of the attempt sent.
