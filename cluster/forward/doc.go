@@ -17,5 +17,7 @@
 //
 // Pure: no goroutines, clocks, I/O or randomness (tidy_test.go). Time comes out as a
 // Backoff duration the caller waits; credentials are verified through the CredentialCheck
-// the caller passes (AuthCheck wraps an auth.Verifier). docs/forwarding.md has the tables.
+// the caller passes (AuthCheck wraps an auth.Verifier). It imports cluster/transport only
+// for its error sentinels and Refusal, and auth for Action, its sentinels and the Verifier
+// interface; nothing here starts or reads either. docs/forwarding.md has the tables.
 package forward

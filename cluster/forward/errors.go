@@ -11,7 +11,7 @@ var (
 	// ErrKind: a kind the message cannot be sent as (AsKind), or a Machine started with a
 	// kind that is no forward request or with a cache op outside 1..5.
 	ErrKind = errors.New("forward: kind not possible for this forward")
-	// ErrOptions: Options.Attempts above MaxAttempts, or a negative duration.
+	// ErrOptions: Options.Attempts negative or above MaxAttempts, or a negative backoff.
 	ErrOptions = errors.New("forward: invalid retry options")
 	// ErrFinished: Machine.Step after the machine gave its terminal action.
 	ErrFinished = errors.New("forward: request already finished")
