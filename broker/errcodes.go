@@ -78,6 +78,13 @@ func (srv *Server) errorCode(err error) (proto.ErrorCode, string) {
 		return proto.CodeMalformed, err.Error()
 	case errors.Is(err, core.ErrClosed):
 		return proto.CodeShardUnavailable, "broker shutting down"
+	case errors.Is(err, core.ErrNotHere):
+		// The shard is not open (or not led) here now: refused before anything was stored
+		// (spec §8.7 shard_unavailable; issue 19 answers not_leader with the owner instead).
+		return proto.CodeShardUnavailable, err.Error()
+	case errors.Is(err, core.ErrMoved):
+		// The shard closed or changed role after the call was taken: its outcome is unknown.
+		return proto.CodeIndeterminate, err.Error()
 	case errors.Is(err, cache.ErrIndeterminate):
 		return proto.CodeIndeterminate, err.Error()
 	}

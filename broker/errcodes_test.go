@@ -34,6 +34,7 @@ func TestErrorCodeCacheRefusalsAreNotRetryable(t *testing.T) {
 	for err, want := range map[error]proto.ErrorCode{
 		core.ErrNoDurableStorage: proto.CodeMalformed, groups.ErrGroupIDCollision: proto.CodeMalformed,
 		cache.ErrCorruptRecord: proto.CodeStorageFailed, groups.ErrCorrupt: proto.CodeStorageFailed,
+		fmt.Errorf("shard 1: %w", core.ErrNotHere): proto.CodeShardUnavailable, core.ErrMoved: proto.CodeIndeterminate,
 	} {
 		if code, _ := srv.errorCode(err); code != want {
 			t.Errorf("%v: %q, want %q", err, code, want)
