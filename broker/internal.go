@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"felix/cluster/transport"
@@ -30,7 +31,7 @@ type Internal struct {
 	// in HelloOk (transport.ValidNodeID).
 	NodeID string
 	// AdvertisedAddr is FELIX_INTERNAL_ADVERTISED_ADDR, the UDP host:port peers dial for this
-	// broker (FELIX_INTERNAL_BIND when unset; with port 0 that is not dialable: use Addr).
+	// broker (FELIX_INTERNAL_BIND when unset); a port 0 there is replaced by the bound port.
 	AdvertisedAddr string
 	// ClientAdvertisedAddr is FELIX_ADVERTISED_ADDR, the client address peers hand out in
 	// NotLeader for this broker (FELIX_QUIC_BIND when unset).
@@ -110,16 +111,25 @@ func (s *Server) openInternal() error {
 		l.Close()
 		return fmt.Errorf("broker: internal transport pool: %w", err)
 	}
-	advertised := cfg.InternalAdvertisedAddr
-	if advertised == "" {
-		advertised = cfg.InternalBind
-	}
+	advertised := advertisedAddr(cfg.InternalAdvertisedAddr, cfg.InternalBind, l.Addr().(*net.UDPAddr).Port)
 	s.internal = &internalTransport{listener: l, pub: Internal{NodeID: cfg.NodeID, AdvertisedAddr: advertised,
 		ClientAdvertisedAddr: cfg.AdvertisedAddr, Mutual: creds.Mutual(), Dispatcher: transport.NewDispatcher(),
 		Pool: pool, addr: l.Addr()}}
 	s.log.Info("internal transport listening", "addr", l.Addr().String(), "node_id", cfg.NodeID,
 		"advertised", advertised, "alpn", netq.ALPNInternal, "mtls", creds.Mutual())
 	return nil
+}
+
+// advertisedAddr is the address peers dial: addr, else bind, with a port 0 (never dialable)
+// replaced by the bound port.
+func advertisedAddr(addr, bind string, bound int) string {
+	if addr == "" {
+		addr = bind
+	}
+	if host, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
+		return net.JoinHostPort(host, strconv.Itoa(bound))
+	}
+	return addr
 }
 
 func (s *Server) sharedPortError(port int) error {

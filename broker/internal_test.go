@@ -149,6 +149,9 @@ func TestInternalTransportServesPeers(t *testing.T) {
 	if in == nil || in.NodeID != "broker-1.felix.test" || in.Mutual || in.Addr() == nil {
 		t.Fatalf("Internal() = %+v", in)
 	}
+	if in.AdvertisedAddr != b.srv.InternalAddr().String() {
+		t.Fatalf("advertised %q with FELIX_INTERNAL_BIND=127.0.0.1:0, want the bound %v", in.AdvertisedAddr, b.srv.InternalAddr())
+	}
 	if b.ready.InternalAddr != b.srv.InternalAddr().String() || b.ready.NodeID != in.NodeID {
 		t.Fatalf("ready file %+v, internal listener on %v", b.ready, b.srv.InternalAddr())
 	}
