@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -416,5 +417,45 @@ func TestOpenAheadHoldsUntilTheTableNamesTheShards(t *testing.T) {
 	}
 	if _, ok := eng.held()[sref("b", 0)]; ok {
 		t.Fatal("the table gave b#0 to n2 but it stays open here")
+	}
+}
+
+// Creates racing the background loop (its filler and passes reading the catalog at any
+// moment) never close a shard opened ahead: no close at all, every shard open at the end.
+func TestConcurrentCreatesNeverFlap(t *testing.T) {
+	cat, owners, eng, _ := reconcileFixture(t)
+	r := NewReconciler(ReconcilerConfig{Node: "n1", Engine: eng, Catalog: cat, Owners: owners,
+		Place: func(v CatalogView) { owners.Replace(SingleNode("n1", v)) }})
+	defer cat.Watch(r.Changed)()
+	defer owners.Watch(r.Changed)()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	r.Changed()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 10 {
+				st := Stream{TenantID: "t", Namespace: "ns", Stream: fmt.Sprintf("s%d-%d", w, i), Shards: 2}
+				if _, err := cat.CreateStream(st, func(st Stream) error {
+					spec := streamSpec(st)
+					return r.OpenAhead(core.ShardSpec{Stream: &spec}, Assignment{Leader: "n1"}, cat.Generation()+1, nil)
+				}); err != nil {
+					t.Error(err)
+					return
+				}
+				r.Changed()
+			}
+		}()
+	}
+	wg.Wait()
+	waitUntil(t, 10*time.Second, "every shard open", func() bool { return len(eng.held()) == 5+4*10*2 })
+	for _, c := range eng.takeCalls() {
+		if strings.HasPrefix(c, "close") {
+			t.Fatalf("a shard closed while creates raced the loop: %s", c)
+		}
 	}
 }
