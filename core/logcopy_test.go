@@ -354,3 +354,70 @@ func TestOpenLogRefusesAnInvalidAddress(t *testing.T) {
 		t.Fatalf("invalid addresses created %v", entries)
 	}
 }
+
+// TestShardLogReplicationSurface: the production log and the fake behave
+// alike on what replication uses besides the copy: DurableOffset follows a
+// completed on_commit append; AddEpoch refuses a generation that does not
+// grow; TruncateSuffix refuses while an append is in flight, then drops the
+// records and the epochs from its offset; Reset restarts the log empty at
+// its base, epochs gone, and AppendAt continues there.
+func TestShardLogReplicationSurface(t *testing.T) {
+	for _, disk := range []string{"seglog", "fake"} {
+		t.Run(disk, func(t *testing.T) {
+			d := fakeCopyDisk()
+			if disk == "seglog" {
+				d, _ = copyDisks(t)
+			}
+			l, err := d.OpenLog(LogAddr{Kind: ShardStream, Name: testStream, Log: proto.LogStream}, logOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			replicationSurface(t, d, l)
+		})
+	}
+}
+
+func replicationSurface(t *testing.T, d copyDisk, l shardLog) {
+	t.Helper()
+	for i := range 3 {
+		d.waitAppend(t, func(done func(uint64, uint64, error)) error {
+			return l.Append([][]byte{[]byte("a"), []byte("b")}, int64(i), done)
+		})
+	}
+	if l.DurableOffset() != 6 {
+		t.Fatalf("durable offset %d after 6 on_commit records", l.DurableOffset())
+	}
+	if err := l.AddEpoch(1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AddEpoch(2, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AddEpoch(2, 5); !errors.Is(err, seglog.ErrBadOptions) {
+		t.Fatalf("AddEpoch of an old generation: %v", err)
+	}
+	if err := l.Append([][]byte{[]byte("c")}, 9, func(uint64, uint64, error) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.TruncateSuffix(3); !errors.Is(err, seglog.ErrBusy) {
+		t.Fatalf("TruncateSuffix with an append in flight: %v", err)
+	}
+	d.drive(t, func() bool { return l.CommittedOffset() == 7 })
+	if err := l.TruncateSuffix(3); err != nil {
+		t.Fatal(err)
+	}
+	if l.NextOffset() != 3 || l.CommittedOffset() != 3 || fmt.Sprint(l.Epochs()) != "[{1 0}]" {
+		t.Fatalf("after TruncateSuffix(3): next %d committed %d epochs %v", l.NextOffset(), l.CommittedOffset(), l.Epochs())
+	}
+	if err := l.Reset(50); err != nil {
+		t.Fatal(err)
+	}
+	if l.EarliestOffset() != 50 || l.NextOffset() != 50 || l.DurableOffset() != 50 || len(l.Epochs()) != 0 {
+		t.Fatalf("after Reset(50): earliest %d next %d durable %d epochs %v",
+			l.EarliestOffset(), l.NextOffset(), l.DurableOffset(), l.Epochs())
+	}
+	rec := seglog.Record{Offset: 50, TimestampMicros: 3, Kind: seglog.KindGenerationStart, Payload: []byte("g")}
+	d.waitAppend(t, func(done func(uint64, uint64, error)) error { return l.AppendAt(50, []seglog.Record{rec}, done) })
+	sameRawRecords(t, "after Reset", readRaw(t, l, 1<<20), []seglog.Record{rec})
+}
