@@ -162,10 +162,11 @@ func (e *Engine) CloseShard(ref ShardRef) error {
 
 // Shards returns every shard open on this engine with its role and
 // generation, sorted by kind (streams first), name (tenant, namespace,
-// stream or cache) and shard. It reads the engine's snapshot: a change
-// made by OpenShard, SetRole or CloseShard shows once that call returned.
+// stream or cache) and shard. It reads the engine's snapshot (the catalog
+// entries, which OpenShard, SetRole and CloseShard republish under the
+// catalog lock once the core applied the change) without waiting for a
+// call in progress: a change shows once its call returned.
 func (e *Engine) Shards() []ShardState {
-	e.catalogMu.Lock()
 	var out []ShardState
 	for name, m := range *e.catalog.Load() {
 		out = appendPlaces(out, ShardStream, name, m.places)
@@ -173,7 +174,6 @@ func (e *Engine) Shards() []ShardState {
 	for name, m := range e.caches.load() {
 		out = appendPlaces(out, ShardCache, name.asStream(), m.places)
 	}
-	e.catalogMu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return refLess(out[i].Ref, out[j].Ref) })
 	return out
 }
