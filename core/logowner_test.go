@@ -206,3 +206,46 @@ func TestStreamShardWaitsThroughItsLogOwner(t *testing.T) {
 		t.Fatalf("after the completion: idle %v (after the ack), durable %v, ack %v, %d in flight", idle, durable, a.err, s.appending)
 	}
 }
+
+// A close that waits only for a compaction of the producers log finishes
+// when that compaction completes (the compaction is an append in flight of
+// the shard's logOwner; before the owner, its completion did not retry the
+// close, which then waited for the next publish).
+func TestStreamShardCloseWaitsForProducerCompaction(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), func(cfg *Config) { cfg.ProducerWindow = 1 })
+	defer h.close()
+	h.create(StreamSpec{Name: testStream, Shards: 1, Durable: true})
+	s := h.e.lookup(testStream).shards[0]
+	for seq := uint64(0); !s.producerCompacting; seq++ {
+		if seq > 4*64+8 {
+			t.Fatal("the producers log never compacted")
+		}
+		a := h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("p", 1), ProducerID: "p", Sequence: seq})
+		for range 3 {
+			if h.step(1); s.producerCompacting {
+				break
+			}
+		}
+		if a.calls != 1 || a.err != nil {
+			t.Fatalf("publish %d: %d answers, %v", seq, a.calls, a.err)
+		}
+	}
+	h.hold(true)
+	h.step(1)
+	if s.appending != 1 || s.compacting != 1 {
+		t.Fatalf("%d appends, %d compactions in flight; want the compaction alone", s.appending, s.compacting)
+	}
+	closed := make(chan error, 1)
+	s.closeWhenIdle(ErrNotFound, false, closed)
+	if len(closed) != 0 || s.closed {
+		t.Fatal("closed with the compaction in flight")
+	}
+	h.hold(false)
+	h.step(2)
+	if len(closed) != 1 || !s.closed {
+		t.Fatal("the close did not finish when the compaction completed")
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}
