@@ -1,0 +1,171 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+
+	"felix/cluster/meta"
+)
+
+// Config configures one member.
+type Config struct {
+	// ID is the member's Raft server id (issue 17: it includes the member's
+	// storage identity, so a member that lost its disk rejoins as a new
+	// server).
+	ID raft.ServerID
+	// Dir holds the WAL (Dir/wal) and the file snapshots (Dir/snapshots).
+	Dir string
+	// Transport is the Raft transport (raft.NewInmemTransport in tests).
+	Transport raft.Transport
+	// Bootstrap, when not empty, bootstraps a new group with these voters
+	// (ignored when Dir already holds state).
+	Bootstrap []raft.Server
+	// Meta configures the state machine; every member must agree.
+	Meta meta.Config
+	// Logger receives raft's and the node's lines (hclog; nil = discard).
+	Logger hclog.Logger
+	// Tune adjusts the raft.Config (timeouts in tests) before start.
+	Tune func(*raft.Config)
+}
+
+// Node is one running member: its Raft, FSM, log store.
+type Node struct {
+	Raft    *raft.Raft
+	FSM     *FSM
+	wal     *wal.WAL
+	stopped chan struct{}
+	done    chan struct{} // closed by Close: ends watchFatal
+	watched chan struct{} // closed when watchFatal returns
+}
+
+// Start opens the WAL and snapshots under cfg.Dir, bootstraps when asked,
+// and starts Raft. A fatal entry later shuts Raft down (Stopped).
+func Start(cfg Config) (*Node, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.Dir, "wal"), 0o700); err != nil {
+		return nil, fmt.Errorf("raftnode: %w", err)
+	}
+	store, err := wal.Open(filepath.Join(cfg.Dir, "wal"), wal.WithLogger(log.Named("wal")))
+	if err != nil {
+		return nil, fmt.Errorf("raftnode: open wal: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.Dir, "snapshots"), 2, log.Named("snapshots"))
+	if err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("raftnode: snapshot store: %w", err)
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = cfg.ID
+	rc.Logger = log.Named("raft")
+	if cfg.Tune != nil {
+		cfg.Tune(rc)
+	}
+	fsm := NewFSM(cfg.Meta, log.Named("fsm"))
+	if len(cfg.Bootstrap) > 0 {
+		has, err := raft.HasExistingState(store, store, snaps)
+		if err == nil && !has {
+			err = raft.BootstrapCluster(rc, store, store, snaps, cfg.Transport, raft.Configuration{Servers: cfg.Bootstrap})
+		}
+		if err != nil {
+			_ = store.Close()
+			return nil, fmt.Errorf("raftnode: bootstrap: %w", err)
+		}
+	}
+	r, err := raft.NewRaft(rc, fsm, store, store, snaps, cfg.Transport)
+	if err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("raftnode: start raft: %w", err)
+	}
+	n := &Node{Raft: r, FSM: fsm, wal: store, stopped: make(chan struct{}), done: make(chan struct{}),
+		watched: make(chan struct{})}
+	go n.watchFatal()
+	return n, nil
+}
+
+// watchFatal shuts Raft down once the FSM met a fatal entry (Shutdown
+// cannot run on the FSM goroutine itself).
+func (n *Node) watchFatal() {
+	defer close(n.watched)
+	select {
+	case <-n.FSM.Fatal():
+		_ = n.Raft.Shutdown().Error()
+		close(n.stopped)
+	case <-n.done:
+	}
+}
+
+// Stopped is closed once the member stopped on a fatal entry; Err gives it.
+func (n *Node) Stopped() <-chan struct{} { return n.stopped }
+
+// Err gives the fatal entry's error, or nil.
+func (n *Node) Err() error { return n.FSM.Err() }
+
+// Voters gives the current configuration's voter ids.
+func (n *Node) Voters() ([]string, error) {
+	f := n.Raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			out = append(out, string(s.ID))
+		}
+	}
+	return out, nil
+}
+
+// Propose encodes cmd for the current voters (meta.FSM.Propose: a
+// *meta.LevelError when a voter is below the level it needs) and applies it
+// through Raft, waiting up to timeout. Errors: raft.ErrNotLeader on a
+// follower, raft's errors, the entry's *meta.FatalError; a refusal is in
+// the Result's Err.
+func (n *Node) Propose(cmd meta.Command, timeout time.Duration) (meta.Result, error) {
+	voters, err := n.Voters()
+	if err != nil {
+		return meta.Result{}, err
+	}
+	entry, err := n.FSM.encode(cmd, voters)
+	if err != nil {
+		return meta.Result{}, err
+	}
+	return n.ApplyEntry(entry, timeout)
+}
+
+// ApplyEntry applies raw entry bytes through Raft (Propose without the
+// encoding; tests use it for an entry of an unknown kind).
+func (n *Node) ApplyEntry(entry []byte, timeout time.Duration) (meta.Result, error) {
+	f := n.Raft.Apply(entry, timeout)
+	if err := f.Error(); err != nil {
+		return meta.Result{}, err
+	}
+	switch v := f.Response().(type) {
+	case meta.Result:
+		return v, nil
+	case error:
+		return meta.Result{}, v
+	}
+	return meta.Result{}, errors.New("raftnode: no result")
+}
+
+// Close shuts Raft down, ends the node's goroutine and closes the WAL. Call
+// it once.
+func (n *Node) Close() error {
+	close(n.done)
+	<-n.watched
+	err := n.Raft.Shutdown().Error()
+	return errors.Join(err, n.wal.Close())
+}
+
+var _ io.Closer = (*Node)(nil)

@@ -1,0 +1,155 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"felix/cluster/meta"
+)
+
+// cluster starts three members on in-memory transports, all bootstrapped
+// with the same three voters, with short timeouts.
+func cluster(t *testing.T) []*Node {
+	t.Helper()
+	var trans []*raft.InmemTransport
+	var servers []raft.Server
+	for i := range 3 {
+		addr, tr := raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("m%d", i+1)))
+		trans = append(trans, tr)
+		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(addr), Address: addr})
+	}
+	for i, a := range trans {
+		for j, b := range trans {
+			if i != j {
+				a.Connect(b.LocalAddr(), b)
+			}
+		}
+	}
+	nodes := make([]*Node, 3)
+	for i := range nodes {
+		n, err := Start(Config{ID: servers[i].ID, Dir: t.TempDir(), Transport: trans[i], Bootstrap: servers,
+			Tune: func(c *raft.Config) {
+				c.HeartbeatTimeout, c.ElectionTimeout = 200*time.Millisecond, 200*time.Millisecond
+				c.LeaderLeaseTimeout, c.CommitTimeout = 100*time.Millisecond, 5*time.Millisecond
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = n
+		t.Cleanup(func() { _ = n.Close() })
+	}
+	return nodes
+}
+
+// waitFor waits for cond with a deadline (checking every few milliseconds).
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %s", what, d)
+		}
+		<-tick.C
+	}
+}
+
+func leader(t *testing.T, nodes []*Node) *Node {
+	t.Helper()
+	var l *Node
+	waitFor(t, "leader", 10*time.Second, func() bool {
+		for _, n := range nodes {
+			if n.Raft.State() == raft.Leader {
+				l = n
+				return true
+			}
+		}
+		return false
+	})
+	return l
+}
+
+// TestCreateReplicatesToAllThree: a tenant, namespace and stream created
+// through the leader reach every member's state, with the same placement.
+func TestCreateReplicatesToAllThree(t *testing.T) {
+	nodes := cluster(t)
+	l := leader(t, nodes)
+	for _, c := range []meta.Command{
+		&meta.CreateTenant{TenantID: "t"}, &meta.CreateNamespace{TenantID: "t", Namespace: "ns"},
+		&meta.RegisterBroker{NodeID: "b1", AtMs: 1000}, &meta.RegisterBroker{NodeID: "b2", AtMs: 1000},
+		&meta.CreateStream{TenantID: "t", Namespace: "ns", Stream: "s", Shards: 4, ReplicationFactor: 2, AtMs: 1000},
+	} {
+		res, err := l.Propose(c, 5*time.Second)
+		if err != nil || res.Err != nil {
+			t.Fatalf("%s: %v %v", c.Kind(), err, res.Err)
+		}
+	}
+	want := l.FSM.State().Assignments()
+	for i, n := range nodes {
+		waitFor(t, fmt.Sprintf("stream on member %d", i+1), 10*time.Second, func() bool {
+			return len(n.FSM.State().Streams()) == 1
+		})
+		got := n.FSM.State().Assignments()
+		if fmt.Sprint(got) != fmt.Sprint(want) || len(got) != 4 {
+			t.Fatalf("member %d placement %v, leader's %v", i+1, got, want)
+		}
+	}
+	if res, err := nodes[0].Propose(&meta.CreateTenant{TenantID: "t"}, time.Second); err == nil && res.Err == nil &&
+		nodes[0] == l {
+		t.Fatal("a second create of tenant t was not refused")
+	}
+}
+
+// TestUnknownKindStopsTheMember: an entry of a kind this build does not
+// know is committed; each member that reaches it logs it and stops, applying
+// nothing after it. The leader stops first; a second member stops once it
+// is elected and commits the entry; the third (left without a quorum) may
+// never learn the entry was committed, and then has not applied it either.
+func TestUnknownKindStopsTheMember(t *testing.T) {
+	nodes := cluster(t)
+	l := leader(t, nodes)
+	if _, err := l.Propose(&meta.CreateTenant{TenantID: "before"}, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	_, err := l.ApplyEntry([]byte{0x7f, 0x00, 0x00, 0x01, '{', '}'}, 5*time.Second)
+	if !errors.Is(err, meta.ErrUnreadableEntry) {
+		t.Fatalf("leader's answer %v, want a fatal entry", err)
+	}
+	fatalIndex := l.Raft.LastIndex()
+	select {
+	case <-l.Stopped():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leader did not stop")
+	}
+	stopped := func() (n int) {
+		for _, m := range nodes {
+			if m.Err() != nil {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, "a second member stopping", 20*time.Second, func() bool { return stopped() >= 2 })
+	for i, n := range nodes {
+		if ts := n.FSM.State().Tenants(); len(ts) != 1 {
+			t.Fatalf("member %d tenants %v", i+1, ts)
+		}
+		var fe *meta.FatalError
+		switch {
+		case n.Err() == nil && n.FSM.State().Index() >= fatalIndex:
+			t.Fatalf("member %d went past the fatal entry %d", i+1, fatalIndex)
+		case n.Err() != nil && (!errors.As(n.Err(), &fe) || fe.Reason != "unknown kind"):
+			t.Fatalf("member %d: %v", i+1, n.Err())
+		case n.Err() != nil:
+			<-n.Stopped()
+			if n.Raft.State() != raft.Shutdown {
+				t.Fatalf("member %d raft state %s", i+1, n.Raft.State())
+			}
+		}
+	}
+}
