@@ -50,7 +50,7 @@ type cacheWaiter struct {
 }
 
 func (c *core) cacheTable() *cacheTable {
-	if t, ok := c.cacheShards.(*cacheTable); ok {
+	if t := c.cacheShards; t != nil {
 		return t
 	}
 	t := &cacheTable{c: c, shards: map[*cacheShard]struct{}{}}

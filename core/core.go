@@ -31,11 +31,11 @@ type core struct {
 	stopTurns int
 	idleTurns int // consecutive turns without work (see Config.IdleTurns)
 
-	// Slots for the shard types of other files (see the package comment):
-	// cache_shard.go (cacheTable) and group_table.go (groupTable) keep their
-	// per-core state here.
-	cacheShards any
-	groupShards any
+	// The per-core state of the other shard types, nil until first use:
+	// cache_shard.go (cacheTable, through c.cacheTable()) and group_table.go
+	// (groupTable, through c.groupTable()).
+	cacheShards *cacheTable
+	groupShards *groupTable
 	// roles is the role and generation of every shard open on the core
 	// (shardapi_state.go).
 	roles shardRoles

@@ -11,8 +11,8 @@
 // shards), c.timers (deadline-ordered timers run on the core), c.disk (the
 // core's seglog disk: OpenLog, Flush, Poll), c.clock. A new shard type (a
 // cache shard, a group table) is a struct whose fields only its core touches;
-// keep them in the slot core reserves for it (c.cacheShards, c.groupShards:
-// type-assert to your map, create it lazily on the core) and register a
+// give it a typed field on core (as c.cacheShards and c.groupShards, created
+// lazily on the core; no `any` slots, no type assertions) and register a
 // close hook with c.onStop so it closes its logs when the core stops.
 //
 // An operation is a type implementing operation (inbox.go):

@@ -72,7 +72,7 @@ func (c *core) openGroupShard(s *streamShard) (*groupShard, error) {
 // the shard (parked polls and waiters get its reason) and leaves the table.
 func (gs *groupShard) streamClosed(reason error) {
 	gs.close(reason)
-	if t, ok := gs.c.groupShards.(*groupTable); ok && t.shards[gs.stream] == gs {
+	if t := gs.c.groupShards; t != nil && t.shards[gs.stream] == gs {
 		delete(t.shards, gs.stream)
 	}
 }

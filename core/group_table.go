@@ -15,7 +15,7 @@ type groupTable struct {
 
 // groupTable returns the core's table, creating it on first use.
 func (c *core) groupTable() *groupTable {
-	if t, ok := c.groupShards.(*groupTable); ok {
+	if t := c.groupShards; t != nil {
 		return t
 	}
 	t := &groupTable{c: c, shards: map[*streamShard]*groupShard{}}

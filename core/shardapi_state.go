@@ -172,7 +172,7 @@ func (c *core) setStreamRole(s *streamShard, role Role, generation uint64) error
 			s.held.pop().done(PublishResult{}, refused)
 		}
 	}
-	if t, ok := c.groupShards.(*groupTable); ok {
+	if t := c.groupShards; t != nil {
 		if gs := t.shards[s]; gs != nil {
 			for _, poll := range gs.parked {
 				poll.done(nil, moved)
