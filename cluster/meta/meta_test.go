@@ -174,3 +174,25 @@ func TestUnknownKindIsFatal(t *testing.T) {
 		t.Fatalf("short entry at index 0: %v", err)
 	}
 }
+
+// TestRemovalsOnlyByTombstone: after a restore to a state that lacks a name
+// the broker holds, nothing is removed; a tombstoned name at the held
+// incarnation is; a newer incarnation of a recreated name is kept.
+func TestRemovalsOnlyByTombstone(t *testing.T) {
+	f := goldenFSM(t) // stream t/ns/s at incarnation 1; cache t/ns/c deleted at incarnation 0
+	held := []Held{
+		{Kind: "stream", TenantID: "t", Namespace: "ns", Name: "s", Incarnation: 1},
+		{Kind: "stream", TenantID: "t", Namespace: "ns", Name: "gone-without-tombstone"},
+		{Kind: "cache", TenantID: "t", Namespace: "ns", Name: "c"},
+	}
+	got := Removals(f.State(), held)
+	if len(got) != 1 || got[0].Name != "c" {
+		t.Fatalf("removals %v, want only cache c", got)
+	}
+	mustApply(t, f, &DeleteStream{TenantID: "t", Namespace: "ns", Stream: "s"})
+	mustApply(t, f, &CreateStream{TenantID: "t", Namespace: "ns", Stream: "s", AtMs: 1000})
+	got = Removals(f.State(), append(held, Held{Kind: "stream", TenantID: "t", Namespace: "ns", Name: "s", Incarnation: 2}))
+	if len(got) != 2 || got[0].Name != "s" || got[0].Incarnation != 1 || got[1].Name != "c" {
+		t.Fatalf("removals %v, want stream s at incarnation 1 and cache c", got)
+	}
+}
