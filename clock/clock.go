@@ -24,11 +24,24 @@ import (
 
 // Clock is a source of time. MonoNanos is monotonic nanoseconds (only differences mean
 // anything); WallMicros is wall time in microseconds since the Unix epoch; Now is wall time
-// as a time.Time. Implementations are safe for concurrent use.
+// as a time.Time; NewTimer returns a running timer that fires once, d from now on this
+// clock's time (a Skewed clock at rate r fires after d/r of real time; a fake one when its
+// Advance passes the deadline). Implementations are safe for concurrent use.
+// The fake is clock/clocktest.Fake.
 type Clock interface {
 	MonoNanos() int64
 	WallMicros() int64
 	Now() time.Time
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is the part of *time.Timer a Clock's user needs, with Go 1.23 semantics: after Stop
+// or Reset returns, no value from the earlier arming is received from C. Reset and Stop
+// report whether the timer was active.
+type Timer interface {
+	C() <-chan time.Time
+	Reset(d time.Duration) bool
+	Stop() bool
 }
 
 // Environment variables of the test clock hook (see the package doc).
@@ -68,6 +81,29 @@ func (c *skewed) elapsed() time.Duration {
 func (c *skewed) MonoNanos() int64  { return int64(c.elapsed()) }
 func (c *skewed) Now() time.Time    { return c.start.Round(0).Add(c.offset + c.elapsed()) }
 func (c *skewed) WallMicros() int64 { return c.Now().UnixMicro() }
+
+// NewTimer starts a time.Timer for d of this clock's time (d/rate of real time).
+func (c *skewed) NewTimer(d time.Duration) Timer {
+	return &realTimer{t: time.NewTimer(c.real(d)), c: c}
+}
+
+// real converts a duration of this clock's time into real time.
+func (c *skewed) real(d time.Duration) time.Duration {
+	if c.rate == 1 || d <= 0 {
+		return d
+	}
+	return time.Duration(float64(d) / c.rate)
+}
+
+// realTimer adapts *time.Timer to Timer, scaling durations by its clock's rate.
+type realTimer struct {
+	t *time.Timer
+	c *skewed
+}
+
+func (t *realTimer) C() <-chan time.Time        { return t.t.C }
+func (t *realTimer) Reset(d time.Duration) bool { return t.t.Reset(t.c.real(d)) }
+func (t *realTimer) Stop() bool                 { return t.t.Stop() }
 
 // FromEnv returns the clock the test hook asks for, read through lookup (os.LookupEnv):
 // Real and false when neither variable is set (or both are empty), else Skewed and true.

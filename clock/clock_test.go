@@ -49,3 +49,21 @@ func TestSkewedArithmetic(t *testing.T) {
 		t.Fatalf("Real wall off by %v", d)
 	}
 }
+
+// TestSkewedTimerRunsOnTheClocksTime: a timer of a clock at rate 1000 fires after a
+// thousandth of its duration in real time (10 s of clock time: well under the 5 s bound).
+func TestSkewedTimerRunsOnTheClocksTime(t *testing.T) {
+	c := Skewed(0, 1000)
+	tm := c.NewTimer(10 * time.Second)
+	select {
+	case <-tm.C():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a 10 s timer at rate 1000 did not fire within 5 s of real time")
+	}
+	if tm.Stop() {
+		t.Fatal("a fired timer is not active")
+	}
+	if tm.Reset(time.Hour) || !tm.Stop() {
+		t.Fatal("Reset reports the fired timer inactive and arms it; Stop reports it active")
+	}
+}

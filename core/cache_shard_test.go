@@ -33,7 +33,7 @@ func TestCacheRestartRecovery(t *testing.T) {
 	h.close()
 
 	h2 := newHarness(t, 3, store, nil) // another core count: shards move, data does not
-	h2.clock.advance(999 * time.Millisecond)
+	h2.clock.Advance(999 * time.Millisecond)
 	createCache(t, h2, 3, true)
 	if r := cacheGet(t, h2, "plain"); string(r.value) != "p" {
 		t.Fatalf("plain = %q %v", r.value, r.found)
@@ -44,7 +44,7 @@ func TestCacheRestartRecovery(t *testing.T) {
 	if r := cacheGet(t, h2, "short"); !r.found {
 		t.Fatal("short expired early after restart")
 	}
-	h2.clock.advance(time.Millisecond)
+	h2.clock.Advance(time.Millisecond)
 	if r := cacheGet(t, h2, "short"); r.found {
 		t.Fatal("restart restarted the ttl clock")
 	}

@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	felixclock "felix/clock"
 )
 
 // maxBlock bounds one wait of an idle core with no timer due, so a lost
@@ -16,7 +18,7 @@ type core struct {
 	id     int
 	engine *Engine
 	inbox  *inbox
-	clock  clock
+	clock  felixclock.Clock
 	// stopRequested is set by Engine.Close from any goroutine.
 	stopRequested atomic.Bool
 
@@ -50,7 +52,7 @@ func newCore(e *Engine, id int) *core {
 		id:     id,
 		engine: e,
 		inbox:  newInbox(e.cfg.InboxCapacity),
-		clock:  e.cfg.clock,
+		clock:  e.cfg.Clock,
 		batch:  make([]message, 0, e.cfg.DrainBatch),
 		shards: map[*streamShard]struct{}{},
 	}

@@ -126,10 +126,10 @@ type Config struct {
 	// hook's clock here (clock.FromEnv).
 	Clock felixclock.Clock
 
-	// Seams for tests: disk factory (called on the core goroutine), clock,
-	// and manual mode (no core goroutines: the caller steps cores).
+	// Seams for tests: disk factory (called on the core goroutine) and
+	// manual mode (no core goroutines: the caller steps cores). The clock
+	// seam is Clock (clock/clocktest.Fake in tests).
 	newDisk func(core int) (coreDisk, error)
-	clock   clock
 	manual  bool
 	fs      seglog.FS // file seam of the production disk; nil = seglog.OSFS
 }
@@ -168,11 +168,8 @@ func (c *Config) normalize() error {
 	if c.Fsync > FsyncNone || c.FsyncInterval < 0 || c.BlockTimeout < 0 {
 		return fmt.Errorf("%w: fsync mode %d, interval %v, block timeout %v", ErrInvalid, c.Fsync, c.FsyncInterval, c.BlockTimeout)
 	}
-	if c.clock == nil && c.Clock != nil {
-		c.clock = c.Clock
-	}
-	if c.clock == nil {
-		c.clock = newRealClock()
+	if c.Clock == nil {
+		c.Clock = felixclock.Real()
 	}
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewSet()
@@ -310,7 +307,7 @@ func (e *Engine) Close(ctx context.Context) error {
 // Errors: ErrOverloaded (inbox full), ErrClosed.
 func (e *Engine) post(c *core, m message) error {
 	if m.kind == msgPublish {
-		m.enqueuedNanos = e.cfg.clock.MonoNanos()
+		m.enqueuedNanos = e.cfg.Clock.MonoNanos()
 	}
 	wake, err := c.inbox.push(m)
 	if wake {

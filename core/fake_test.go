@@ -8,16 +8,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"felix/clock/clocktest"
 	"felix/proto"
 	"felix/seglog"
 )
 
-// fakeClock is a settable clock for deterministic tests.
-type fakeClock struct{ nanos atomic.Int64 }
-
-func (c *fakeClock) MonoNanos() int64        { return c.nanos.Load() }
-func (c *fakeClock) WallMicros() int64       { return 1_700_000_000_000_000 + c.nanos.Load()/1000 }
-func (c *fakeClock) advance(d time.Duration) { c.nanos.Add(int64(d)) }
+// fakeClock is the module's fake clock (clock/clocktest.Fake; the zero value starts at
+// clocktest.Epoch, wall 1_700_000_000_000_000 µs).
+type fakeClock = clocktest.Fake
 
 // fakeStore is a simulated disk shared by the fake disks of every engine a
 // test opens, so a second engine sees what the first committed. crash drops

@@ -144,12 +144,12 @@ func TestGroupParkedPollAnswersOnCommitOrTimeout(t *testing.T) {
 	wantRecords(t, a, 0, 1)
 
 	b := h.groupPoll("g", 2, 10, time.Second)
-	h.clock.advance(time.Second - time.Millisecond)
+	h.clock.Advance(time.Second - time.Millisecond)
 	h.step(3)
 	if b.calls != 0 {
 		t.Fatalf("parked poll answered before its wait: %+v", b)
 	}
-	h.clock.advance(2 * time.Millisecond)
+	h.clock.Advance(2 * time.Millisecond)
 	h.step(3)
 	wantRecords(t, b)
 }
@@ -164,7 +164,7 @@ func TestGroupLeaseExpiryRedeliversThenDeadLetters(t *testing.T) {
 		if a.records[0].Delivery != uint32(d) {
 			t.Fatalf("delivery %d, want %d", a.records[0].Delivery, d)
 		}
-		h.clock.advance(groups.DefaultVisibilityTimeoutMillis * time.Millisecond)
+		h.clock.Advance(groups.DefaultVisibilityTimeoutMillis * time.Millisecond)
 		h.step(3) // the core timer expires the lease
 	}
 	wantRecords(t, h.groupPoll("g", 9, 1, 0))
@@ -208,7 +208,7 @@ func TestGroupCreateWithConfig(t *testing.T) {
 		t.Fatalf("create: %+v", a)
 	}
 	wantRecords(t, h.groupPoll("g", 1, 1, 0), 0)
-	h.clock.advance(10 * time.Millisecond)
+	h.clock.Advance(10 * time.Millisecond)
 	h.step(3) // one delivery allowed: the expiry dead-letters it
 	wantRecords(t, h.groupPoll("g", 1, 1, 0))
 	var list []groups.DeadLetter
@@ -226,7 +226,7 @@ func TestGroupLateAckRefused(t *testing.T) {
 	h.create(groupSpec)
 	h.publishN("a", 1)
 	wantRecords(t, h.groupPoll("g", 1, 1, 0), 0)
-	h.clock.advance(groups.DefaultVisibilityTimeoutMillis * time.Millisecond)
+	h.clock.Advance(groups.DefaultVisibilityTimeoutMillis * time.Millisecond)
 	h.step(3)
 	wantRecords(t, h.groupPoll("g", 2, 1, 0), 0)
 	late := h.groupAck("g", 1, 0)

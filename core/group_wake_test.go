@@ -53,12 +53,12 @@ func TestGroupDelayedNackWakesParkedPollWhenReady(t *testing.T) {
 	wantRecords(t, h.groupPoll("g", 1, 1, 0), 0)
 	parked := h.groupPoll("g", 2, 1, time.Hour)
 	h.groupNack("g", 1, 50*time.Millisecond, 0)
-	h.clock.advance(49 * time.Millisecond)
+	h.clock.Advance(49 * time.Millisecond)
 	h.step(3)
 	if parked.calls != 0 {
 		t.Fatalf("answered before the record was ready: %+v", parked)
 	}
-	h.clock.advance(2 * time.Millisecond)
+	h.clock.Advance(2 * time.Millisecond)
 	h.step(3)
 	wantRecords(t, parked, 0)
 }
@@ -179,7 +179,7 @@ func TestGroupPollAnswerBoundedByMaxBytes(t *testing.T) {
 		}
 	}
 	if parked.calls == 0 {
-		h.clock.advance(time.Millisecond) // the group timer's minimum delay
+		h.clock.Advance(time.Millisecond) // the group timer's minimum delay
 		h.step(3)
 	}
 	wantRecords(t, parked, 2) // 100 + 300 > 250: offsets 3 and 4 given back again

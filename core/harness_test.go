@@ -23,7 +23,7 @@ type harness struct {
 func newHarness(t *testing.T, cores int, store *fakeStore, configure func(*Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, store: store, clock: &fakeClock{}}
-	cfg := Config{Cores: cores, DataDir: "fake", Fsync: FsyncOnCommit, NoPinning: true, manual: true, clock: h.clock}
+	cfg := Config{Cores: cores, DataDir: "fake", Fsync: FsyncOnCommit, NoPinning: true, manual: true, Clock: h.clock}
 	cfg.newDisk = func(int) (coreDisk, error) {
 		d := newFakeDisk(store)
 		h.disks = append(h.disks, d)

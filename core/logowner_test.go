@@ -82,7 +82,7 @@ func TestLogOwnerOnDurable(t *testing.T) {
 		t.Fatalf("after a completion at durable 7 ran %v", ran)
 	}
 	log.durable = 9
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	c.timers.run(c.clock.MonoNanos())
 	if len(ran) != 4 || ran[3] != 8 {
 		t.Fatalf("after the periodic check at durable 9 ran %v", ran)
@@ -93,7 +93,7 @@ func TestLogOwnerOnDurable(t *testing.T) {
 	on(12)
 	o.closeOwner()
 	log.durable = 20
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	c.timers.run(c.clock.MonoNanos())
 	o.settleIdle()
 	if len(ran) != 4 {

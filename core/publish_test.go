@@ -204,14 +204,14 @@ func TestPeriodicFsyncTimer(t *testing.T) {
 	if h.disks[0].syncs != 0 {
 		t.Fatal("synced before the interval")
 	}
-	h.clock.advance(250 * time.Millisecond)
+	h.clock.Advance(250 * time.Millisecond)
 	h.step(1)
-	h.clock.advance(100 * time.Millisecond)
+	h.clock.Advance(100 * time.Millisecond)
 	h.step(1)
 	if h.disks[0].syncs != 1 {
 		t.Fatalf("syncs after 350 ms = %d, want 1", h.disks[0].syncs)
 	}
-	h.clock.advance(150 * time.Millisecond)
+	h.clock.Advance(150 * time.Millisecond)
 	h.step(1)
 	if h.disks[0].syncs != 2 {
 		t.Fatalf("syncs after 500 ms = %d, want 2", h.disks[0].syncs)
@@ -355,14 +355,14 @@ func TestRetentionTimer(t *testing.T) {
 	h := newHarness(t, 1, newFakeStore(), func(c *Config) { c.RetentionBytes = 1 << 20; c.RetentionInterval = time.Minute })
 	h.create(StreamSpec{Name: testStream, Shards: 1, Durable: true})
 	records := h.store.logs[fakeLogKey(logRecords, testStream, 0)]
-	h.clock.advance(59 * time.Second)
+	h.clock.Advance(59 * time.Second)
 	h.step(1)
 	if records.retention != 0 {
 		t.Fatal("retention ran before its interval")
 	}
-	h.clock.advance(time.Second)
+	h.clock.Advance(time.Second)
 	h.step(1)
-	h.clock.advance(time.Minute)
+	h.clock.Advance(time.Minute)
 	h.step(1)
 	if records.retention != 2 {
 		t.Fatalf("retention ran %d times in two intervals", records.retention)

@@ -220,13 +220,13 @@ func TestFollowerGroupStateWaitsForItsLeader(t *testing.T) {
 	dead := h.store.logs[fakeLogKey(proto.LogDeadLetters, testStream, 0)]
 	before := dead.NextOffset()
 	h.setRole(streamShardRef(0), RoleFollower, 1)
-	h.clock.advance(5 * time.Second)
+	h.clock.Advance(5 * time.Second)
 	h.step(5)
 	if got := dead.NextOffset(); got != before {
 		t.Fatalf("a follower's group timer dead-lettered: dead-letter log at %d, was %d", got, before)
 	}
 	h.setRole(streamShardRef(0), RoleLeader, 2)
-	h.clock.advance(time.Millisecond)
+	h.clock.Advance(time.Millisecond)
 	h.step(5)
 	if got := dead.NextOffset(); got == before {
 		t.Fatal("the leader did not dead-letter the expired lease")
@@ -245,14 +245,14 @@ func TestFollowerCacheDoesNotExpireValues(t *testing.T) {
 	before := log.NextOffset()
 	h.setRole(cacheShardRef(0), RoleFollower, 1)
 	for range 5 {
-		h.clock.advance(time.Second)
+		h.clock.Advance(time.Second)
 		h.step(2)
 	}
 	if got := log.NextOffset(); got != before {
 		t.Fatalf("a follower's TTL sweep wrote to the cache log: %d, was %d", got, before)
 	}
 	h.setRole(cacheShardRef(0), RoleLeader, 2)
-	h.clock.advance(time.Second)
+	h.clock.Advance(time.Second)
 	h.step(3)
 	if got := log.NextOffset(); got == before {
 		t.Fatal("the leader's TTL sweep did not expire the value")

@@ -60,7 +60,7 @@ func simulate(t *testing.T, rng *rand.Rand, durable bool) {
 		case op == 6:
 			h.hold(rng.IntN(3) == 0)
 		case op == 7:
-			h.clock.advance(time.Duration(rng.IntN(100)) * time.Millisecond)
+			h.clock.Advance(time.Duration(rng.IntN(100)) * time.Millisecond)
 		default:
 			simDrain(t, subs[rng.IntN(len(subs))], rng.IntN(4))
 		}

@@ -12,7 +12,7 @@ import (
 // clock: record timestamps and the retention timer follow clk.
 func newOptionsEngine(t *testing.T, clk *fakeClock, configure func(*Config)) *Engine {
 	t.Helper()
-	cfg := Config{Cores: 1, DataDir: t.TempDir(), Fsync: FsyncOnCommit, NoPinning: true, SegmentBytes: 4096, clock: clk}
+	cfg := Config{Cores: 1, DataDir: t.TempDir(), Fsync: FsyncOnCommit, NoPinning: true, SegmentBytes: 4096, Clock: clk}
 	if configure != nil {
 		configure(&cfg)
 	}
@@ -61,12 +61,12 @@ func TestStreamRetentionAgeDropsOnlyItsOwnSegments(t *testing.T) {
 	fire := func() {
 		_ = e.runOn(e.cores[0], func(c *core) error { c.timers.run(c.clock.MonoNanos()); return nil })
 	}
-	clk.advance(30 * time.Minute) // past the 60 s timer, not past the age
+	clk.Advance(30 * time.Minute) // past the 60 s timer, not past the age
 	fire()
 	if got := earliest(t, e, aged); got != 0 {
 		t.Fatalf("records younger than the stream's hour were dropped: earliest %d", got)
 	}
-	clk.advance(time.Hour)
+	clk.Advance(time.Hour)
 	fire()
 	if got := earliest(t, e, aged); got == 0 || got >= 40 {
 		t.Fatalf("stream with RetentionAge 1h, records 90 min old: earliest %d, want sealed segments dropped", got)

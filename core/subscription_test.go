@@ -240,12 +240,12 @@ func TestBlockTimeoutEndsTheSlowSubscriber(t *testing.T) {
 	if held.calls != 0 || !errors.Is(shed.err, ErrOverloaded) {
 		t.Fatalf("held %+v, shed %+v", held, shed)
 	}
-	h.clock.advance(999 * time.Millisecond)
+	h.clock.Advance(999 * time.Millisecond)
 	h.step(1)
 	if held.calls != 0 {
 		t.Fatal("released before the block timeout")
 	}
-	h.clock.advance(time.Millisecond)
+	h.clock.Advance(time.Millisecond)
 	h.step(1)
 	if held.calls != 1 || held.err != nil {
 		t.Fatalf("held publish after the timeout: %+v", held)

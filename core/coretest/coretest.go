@@ -11,11 +11,10 @@ package coretest
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
-	"felix/clock"
+	"felix/clock/clocktest"
 	"felix/core"
 )
 
@@ -26,42 +25,13 @@ const MaxTurns = 10000
 // Epoch is the wall time a New engine's Clock starts at.
 var Epoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// Clock is a fake clock.Clock: it moves only through Advance. Safe for
-// concurrent use.
-type Clock struct {
-	mu   sync.Mutex
-	mono time.Duration // since start
-	wall time.Time
-}
+// Clock is the fake clock.Clock of the module (clock/clocktest.Fake): it moves only
+// through Advance.
+type Clock = clocktest.Fake
 
-var _ clock.Clock = (*Clock)(nil)
-
-// NewClock returns a Clock whose wall time is start and monotonic reading 0.
-func NewClock(start time.Time) *Clock { return &Clock{wall: start} }
-
-// MonoNanos implements clock.Clock.
-func (c *Clock) MonoNanos() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return int64(c.mono)
-}
-
-// Now implements clock.Clock.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.wall.Add(c.mono)
-}
-
-// WallMicros implements clock.Clock.
-func (c *Clock) WallMicros() int64 { return c.Now().UnixMicro() }
-
-// Advance moves both readings forward by d (d < 0 is ignored: time never goes back).
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.mono += max(d, 0)
-}
+// NewClock returns a Clock whose wall time is start and monotonic reading 0
+// (clocktest.NewFake).
+func NewClock(start time.Time) *Clock { return clocktest.NewFake(start) }
 
 // Engine is a manual core.Engine on a fake Clock. The embedded engine's
 // methods queue work; Step, StepUntilIdle, StepUntil and Advance run it.
