@@ -1,10 +1,15 @@
 package faultproxy
 
-import "time"
+import (
+	"time"
+
+	felixclock "felix/clock"
+)
 
 // Clock is the proxy's time source: Now stamps each datagram for the fault decisions (delay, rate,
 // reorder timeout) and NewTimer wakes a link's scheduler when its next delayed datagram is due.
-// The zero Config uses the system clock; tests may pass a fake to step time by hand.
+// The zero Config uses the system clock; tests pass clock/clocktest.Fake to step time by hand
+// (any felix/clock.Clock is a Clock).
 type Clock interface {
 	// Now returns the current time (with a monotonic reading for the system clock).
 	Now() time.Time
@@ -12,16 +17,9 @@ type Clock interface {
 	NewTimer(d time.Duration) Timer
 }
 
-// Timer is the part of *time.Timer a link scheduler uses, with Go 1.23 semantics: after Stop or
-// Reset returns, no value from the earlier arming is received from C.
-type Timer interface {
-	// C is the channel the timer fires on.
-	C() <-chan time.Time
-	// Reset re-arms the timer to fire after d; it reports whether the timer was active.
-	Reset(d time.Duration) bool
-	// Stop disarms the timer; it reports whether the timer was active.
-	Stop() bool
-}
+// Timer is the module's timer interface (felix/clock.Timer: C, Reset, Stop with Go 1.23
+// semantics), so clock.Clock implementations and clock/clocktest.Fake are Clocks here.
+type Timer = felixclock.Timer
 
 // SystemClock is the Clock of the time package.
 type SystemClock struct{}

@@ -3,9 +3,10 @@ package faultproxy
 import (
 	"encoding/binary"
 	"slices"
-	"sync"
 	"testing"
 	"time"
+
+	"felix/clock/clocktest"
 )
 
 var t0 = time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC)
@@ -99,97 +100,18 @@ func TestReorderWindowOrder(t *testing.T) {
 	}
 }
 
-// fakeClock is a Clock stepped by Advance; its timers fire when Advance passes their time.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	clock  *fakeClock
-	c      chan time.Time
-	when   time.Time
-	active bool
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) NewTimer(d time.Duration) Timer {
-	t := &fakeTimer{clock: c, c: make(chan time.Time, 1)}
-	c.mu.Lock()
-	c.timers = append(c.timers, t)
-	c.mu.Unlock()
-	t.Reset(d)
-	return t
-}
-
-// Advance moves the clock by d and fires every timer now due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	for _, t := range c.timers {
-		if t.active && !t.when.After(c.now) {
-			t.active = false
-			select {
-			case t.c <- c.now:
-			default:
-			}
-		}
-	}
-}
-
-// armed reports whether some timer is set to fire at when.
-func (c *fakeClock) armed(when time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, t := range c.timers {
-		if t.active && t.when.Equal(when) {
+// armed reports whether one of c's timers is set to fire at when.
+func armed(c *clocktest.Fake, when time.Time) bool {
+	for _, d := range c.Deadlines() {
+		if d.Equal(when) {
 			return true
 		}
 	}
 	return false
 }
 
-func (t *fakeTimer) C() <-chan time.Time { return t.c }
-
-func (t *fakeTimer) Reset(d time.Duration) bool {
-	c := t.clock
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	was := t.active
-	select {
-	case <-t.c:
-	default:
-	}
-	t.when, t.active = c.now.Add(d), true
-	if d <= 0 {
-		t.active = false
-		t.c <- c.now
-	}
-	return was
-}
-
-func (t *fakeTimer) Stop() bool {
-	c := t.clock
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	was := t.active
-	t.active = false
-	select {
-	case <-t.c:
-	default:
-	}
-	return was
-}
-
 func TestDelayFollowsTheClock(t *testing.T) {
-	clock := &fakeClock{now: t0}
+	clock := clocktest.NewFake(t0)
 	b := newBed(t, Config{Clock: clock, ToServer: Faults{Delay: 10 * time.Second}})
 	buf := make([]byte, 64)
 	if _, err := b.client.Write(b.datagram(buf, 1, 64)); err != nil {
@@ -199,7 +121,7 @@ func TestDelayFollowsTheClock(t *testing.T) {
 		s, _ := b.p.Stats(ToServer)
 		return s.Queued == 1
 	}, func() string { return "the datagram was not queued" })
-	waitFor(t, time.Now().Add(5*time.Second), func() bool { return clock.armed(t0.Add(10 * time.Second)) },
+	waitFor(t, time.Now().Add(5*time.Second), func() bool { return armed(clock, t0.Add(10*time.Second)) },
 		func() string { return "the scheduler did not arm a timer for t0+10s" })
 	clock.Advance(9 * time.Second)
 	b.client.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
