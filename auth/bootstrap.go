@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"felix/clock"
 )
 
 // Single-node day-0 defaults (docs/auth.md, "Bootstrap").
@@ -39,7 +41,7 @@ func DisabledFromEnv(value string) (bool, error) {
 	return false, fmt.Errorf("auth: FELIX_AUTH=%q (want on or off): %w", value, ErrInvalidSetting)
 }
 
-// BootstrapOptions configure Bootstrap. Zero seams mean OSFS{}, time.Now, crypto/rand.
+// BootstrapOptions configure Bootstrap. Zero seams mean OSFS{}, clock.Real(), crypto/rand.
 type BootstrapOptions struct {
 	// DataDir is the broker's data directory; keys go to <DataDir>/auth/keys.json and the
 	// admin token to <DataDir>/admin.token.
@@ -53,9 +55,10 @@ type BootstrapOptions struct {
 	// CacheEntries is passed to the verifier (VerifierOptions.CacheEntries).
 	CacheEntries int
 
-	FS   FS
-	Now  func() time.Time
-	Rand io.Reader
+	FS FS
+	// Clock is the time of key creation, token issue and verification (nil: clock.Real()).
+	Clock clock.Clock
+	Rand  io.Reader
 }
 
 // BootstrapResult is what a single node needs to enforce auth.
@@ -104,16 +107,16 @@ func Bootstrap(opts BootstrapOptions) (*BootstrapResult, error) {
 	if opts.AdminTokenTTL == 0 {
 		opts.AdminTokenTTL = DefaultAdminTokenTTL
 	}
-	keys, err := OpenKeyStore(opts.DataDir, KeyStoreOptions{FS: opts.FS, Now: opts.Now, Rand: opts.Rand})
+	keys, err := OpenKeyStore(opts.DataDir, KeyStoreOptions{FS: opts.FS, Clock: opts.Clock, Rand: opts.Rand})
 	if err != nil {
 		return nil, err
 	}
 	result := &BootstrapResult{
 		Keys:           keys,
-		Issuer:         NewIssuer(keys, opts.Now, opts.Rand),
+		Issuer:         NewIssuer(keys, opts.Clock, opts.Rand),
 		AdminTokenPath: filepath.Join(opts.DataDir, AdminTokenFile),
 	}
-	verifier := NewVerifier(VerifierOptions{Keys: keys, Now: opts.Now, CacheEntries: opts.CacheEntries})
+	verifier := NewVerifier(VerifierOptions{Keys: keys, Clock: opts.Clock, CacheEntries: opts.CacheEntries})
 	result.Verifier = verifier
 	if len(keys.Tenants()) == 0 {
 		if _, err := keys.CreateTenant(DefaultTenant); err != nil {

@@ -15,7 +15,7 @@ func bootstrapOpts(t testing.TB, dir string, clock *fakeClock, log *bytes.Buffer
 	return BootstrapOptions{
 		DataDir: dir,
 		Logger:  slog.New(slog.NewTextHandler(log, nil)),
-		Now:     clock.Now,
+		Clock:   clock,
 		Rand:    seededRand(t, 7),
 	}
 }
@@ -173,7 +173,7 @@ func TestIssueTokenForCLI(t *testing.T) {
 	dir := t.TempDir()
 	var log bytes.Buffer
 	opts := bootstrapOpts(t, dir, newFakeClock(), &log)
-	opts.Now = nil // IssueToken uses the real clock
+	opts.Clock = nil // IssueToken uses the real clock
 	res, err := Bootstrap(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -10,29 +10,16 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"felix/clock/clocktest"
 	"felix/internal/testseed"
 )
 
-// fakeClock is a settable clock for deterministic expiry tests.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// fakeClock is the module's fake clock (clock/clocktest.Fake).
+type fakeClock = clocktest.Fake
 
+// newFakeClock returns a Fake at 2026-03-01T12:00:00Z for deterministic expiry tests.
 func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
+	return clocktest.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 }
 
 // seededRand is a deterministic randomness source for t: seed, mixed with the test's seed
@@ -74,7 +61,7 @@ func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{dir: t.TempDir(), clock: newFakeClock()}
 	var err error
-	f.keys, err = OpenKeyStore(f.dir, KeyStoreOptions{Now: f.clock.Now, Rand: seededRand(t, 1)})
+	f.keys, err = OpenKeyStore(f.dir, KeyStoreOptions{Clock: f.clock, Rand: seededRand(t, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,8 +70,8 @@ func newFixture(t testing.TB) *fixture {
 			t.Fatal(err)
 		}
 	}
-	f.issuer = NewIssuer(f.keys, f.clock.Now, seededRand(t, 2))
-	f.verifier = NewVerifier(VerifierOptions{Keys: f.keys, Now: f.clock.Now})
+	f.issuer = NewIssuer(f.keys, f.clock, seededRand(t, 2))
+	f.verifier = NewVerifier(VerifierOptions{Keys: f.keys, Clock: f.clock})
 	return f
 }
 

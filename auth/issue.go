@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"felix/clock"
 )
 
 // Token claim values of spec/auth.md §3.1.
@@ -39,11 +41,12 @@ type TokenIssuer struct {
 	rand io.Reader
 }
 
-// NewIssuer returns an issuer signing with keys. now and random may be nil (time.Now,
-// crypto/rand.Reader); tests pass a fake clock.
-func NewIssuer(keys *KeyStore, now func() time.Time, random io.Reader) *TokenIssuer {
-	if now == nil {
-		now = time.Now
+// NewIssuer returns an issuer signing with keys. clk and random may be nil (clock.Real(),
+// crypto/rand.Reader); tests pass clock/clocktest.Fake.
+func NewIssuer(keys *KeyStore, clk clock.Clock, random io.Reader) *TokenIssuer {
+	now := time.Now
+	if clk != nil {
+		now = clk.Now
 	}
 	if random == nil {
 		random = rand.Reader

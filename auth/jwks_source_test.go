@@ -23,7 +23,7 @@ func jwksBytes(t testing.TB, ks *KeyStore, tenant string) []byte {
 func TestJWKSKeySourceVerifiesStoreTokens(t *testing.T) {
 	f := newFixture(t)
 	source := NewJWKSKeySource()
-	verifier := NewVerifier(VerifierOptions{Keys: source, Now: f.clock.Now})
+	verifier := NewVerifier(VerifierOptions{Keys: source, Clock: f.clock})
 	token := f.issue(t, "ta", "stream.publish:stream:ta/ns/*")
 	wantRefused(t, verifier, token, "unknown key") // nothing fetched yet
 

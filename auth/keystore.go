@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"felix/clock"
 )
 
 // KeyState is the life-cycle state of a tenant signing key (spec/auth.md §3.3 rotation).
@@ -41,12 +43,12 @@ type KeyInfo struct {
 	Public  ed25519.PublicKey
 }
 
-// KeyStoreOptions are the seams of a KeyStore. Zero values mean OSFS{}, time.Now and
-// crypto/rand.Reader.
+// KeyStoreOptions are the seams of a KeyStore. Zero values mean OSFS{}, clock.Real() (the
+// creation time of new keys) and crypto/rand.Reader.
 type KeyStoreOptions struct {
-	FS   FS
-	Now  func() time.Time
-	Rand io.Reader
+	FS    FS
+	Clock clock.Clock
+	Rand  io.Reader
 }
 
 // KeyStore maps tenants to their Ed25519 keys and persists them to
@@ -104,8 +106,8 @@ func OpenKeyStore(dataDir string, opts KeyStoreOptions) (*KeyStore, error) {
 	if opts.FS == nil {
 		opts.FS = OSFS{}
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
 	}
 	if opts.Rand == nil {
 		opts.Rand = rand.Reader
@@ -244,7 +246,7 @@ func (ks *KeyStore) newKey() (keyEntry, error) {
 	if _, err := io.ReadFull(ks.opts.Rand, seed); err != nil {
 		return keyEntry{}, fmt.Errorf("auth: random key: %w", err)
 	}
-	return keyEntry{Kid: hex.EncodeToString(kidBytes[:]), Created: ks.opts.Now().UTC(), State: KeyActive, Seed: seed}, nil
+	return keyEntry{Kid: hex.EncodeToString(kidBytes[:]), Created: ks.opts.Clock.Now().UTC(), State: KeyActive, Seed: seed}, nil
 }
 
 // CreateTenant adds tenant with a fresh active signing key and returns its kid.

@@ -67,7 +67,7 @@ func TestKeyStorePersistsAndReopens(t *testing.T) {
 		t.Fatal("removed key left a null seed field")
 	}
 	// A token issued from the reopened store verifies against the original one.
-	token, err := NewIssuer(reopened, f.clock.Now, nil).Issue("ta", "bob", []string{"cache.read:cache:ta/n/*"}, 1e9)
+	token, err := NewIssuer(reopened, f.clock, nil).Issue("ta", "bob", []string{"cache.read:cache:ta/n/*"}, 1e9)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"felix/clock"
 )
 
 // Verifier turns a bearer token into a Principal (docs/architecture.md, auth contract).
@@ -39,8 +41,9 @@ const DefaultCacheEntries = 16384
 type VerifierOptions struct {
 	// Keys resolves verification keys; required.
 	Keys KeySource
-	// Now is the clock (nil: time.Now). Tests pass a fake.
-	Now func() time.Time
+	// Clock is the time tokens are checked at (nil: clock.Real()). Tests pass
+	// clock/clocktest.Fake.
+	Clock clock.Clock
 	// CacheEntries bounds the verified-token cache; 0 means DefaultCacheEntries, a negative
 	// value disables the cache.
 	CacheEntries int
@@ -68,13 +71,13 @@ type cacheEntry struct {
 
 // NewVerifier returns a verifier over opts.Keys.
 func NewVerifier(opts VerifierOptions) *TokenVerifier {
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
 	}
 	if opts.CacheEntries == 0 {
 		opts.CacheEntries = DefaultCacheEntries
 	}
-	v := &TokenVerifier{keys: opts.Keys, now: opts.Now, limit: opts.CacheEntries}
+	v := &TokenVerifier{keys: opts.Keys, now: opts.Clock.Now, limit: opts.CacheEntries}
 	v.parser = jwt.NewParser(
 		jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
 		jwt.WithIssuer(Issuer),

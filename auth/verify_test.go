@@ -202,7 +202,7 @@ func TestRefusedTokens(t *testing.T) {
 func TestExpiryLeewayWithFakeClock(t *testing.T) {
 	f := newFixture(t)
 	token := f.issue(t, "ta", "stream.publish:stream:ta/ns/s")
-	uncached := NewVerifier(VerifierOptions{Keys: f.keys, Now: f.clock.Now, CacheEntries: -1})
+	uncached := NewVerifier(VerifierOptions{Keys: f.keys, Clock: f.clock, CacheEntries: -1})
 	for _, v := range []*TokenVerifier{f.verifier, uncached} {
 		if _, err := v.Verify(token); err != nil {
 			t.Fatal(err)
@@ -236,7 +236,7 @@ func TestRotationKeepsOldTokensUntilRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	newToken := f.issue(t, "ta", "stream.publish:stream:ta/ns/s")
-	fresh := NewVerifier(VerifierOptions{Keys: f.keys, Now: f.clock.Now})
+	fresh := NewVerifier(VerifierOptions{Keys: f.keys, Clock: f.clock})
 	for _, v := range []*TokenVerifier{f.verifier, fresh} {
 		for _, tok := range []string{oldToken, newToken} {
 			if _, err := v.Verify(tok); err != nil {
@@ -263,7 +263,7 @@ func TestRotationKeepsOldTokensUntilRemoved(t *testing.T) {
 
 func TestCacheHitIsSharedAndBounded(t *testing.T) {
 	f := newFixture(t)
-	f.verifier = NewVerifier(VerifierOptions{Keys: f.keys, Now: f.clock.Now, CacheEntries: 4})
+	f.verifier = NewVerifier(VerifierOptions{Keys: f.keys, Clock: f.clock, CacheEntries: 4})
 	token := f.issue(t, "ta", "stream.publish:stream:ta/ns/s")
 	p1, err := f.verifier.Verify(token)
 	if err != nil {

@@ -123,7 +123,7 @@ func (s *Server) open() error {
 		logger.Warn("previous run did not stop cleanly", "data_dir", cfg.DataDir, "new_storage_id", renewed,
 			"fsync", string(cfg.FsyncMode))
 	}
-	s.authRes, err = auth.Bootstrap(auth.BootstrapOptions{DataDir: cfg.DataDir, Disabled: !cfg.Auth, Logger: logger})
+	s.authRes, err = auth.Bootstrap(auth.BootstrapOptions{DataDir: cfg.DataDir, Disabled: !cfg.Auth, Logger: logger, Clock: cfg.Clock})
 	if err != nil {
 		return fmt.Errorf("broker: auth bootstrap: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"felix/auth"
+	"felix/clock/clocktest"
 	"felix/cluster/transport"
 	"felix/proto"
 )
@@ -25,8 +26,8 @@ var fixtureNow = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func newAuthFixture(t testing.TB) *authFixture {
 	t.Helper()
-	now := func() time.Time { return fixtureNow }
-	ks, err := auth.OpenKeyStore(t.TempDir(), auth.KeyStoreOptions{Now: now})
+	now := clocktest.NewFake(fixtureNow)
+	ks, err := auth.OpenKeyStore(t.TempDir(), auth.KeyStoreOptions{Clock: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func newAuthFixture(t testing.TB) *authFixture {
 		}
 	}
 	issue := func(at time.Time, tenant string, perms ...string) string {
-		tok, err := auth.NewIssuer(ks, func() time.Time { return at }, nil).Issue(tenant, "svc", perms, time.Hour)
+		tok, err := auth.NewIssuer(ks, clocktest.NewFake(at), nil).Issue(tenant, "svc", perms, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +45,7 @@ func newAuthFixture(t testing.TB) *authFixture {
 	}
 	all := []string{"stream.publish:stream:t1/ns/*", "cache.read:cache:t1/ns/*", "cache.write:cache:t1/ns/*"}
 	ok := issue(fixtureNow, "t1", all...)
-	f := &authFixture{v: auth.NewVerifier(auth.VerifierOptions{Keys: ks, Now: now}), tokens: map[string]string{
+	f := &authFixture{v: auth.NewVerifier(auth.VerifierOptions{Keys: ks, Clock: now}), tokens: map[string]string{
 		"ok":            ok,
 		"missing":       "",
 		"bad-signature": ok[:len(ok)-4] + flip(ok[len(ok)-4:]),
