@@ -57,7 +57,7 @@ func newSeglogDisk(cfg *Config, _ int) (coreDisk, error) {
 	}
 	return &seglogDisk{
 		root:      cfg.DataDir,
-		opts:      seglog.Options{FsyncMode: mode, FsyncInterval: cfg.FsyncInterval, SegmentBytes: cfg.SegmentBytes},
+		opts:      seglog.Options{FsyncMode: mode, FsyncInterval: cfg.FsyncInterval, SegmentBytes: cfg.SegmentBytes, Clock: cfg.Clock},
 		retention: seglog.Options{RetentionBytes: cfg.RetentionBytes, RetentionAge: cfg.RetentionAge},
 		ring:      r,
 		disk:      seglog.NewDisk(r, fs),

@@ -415,7 +415,7 @@ func (l *Log) startWrite(u *unit) error {
 	}
 	u.state = unitWriting
 	l.inflightWrite = u
-	l.writeStart = time.Now()
+	l.writeStart = l.opts.Clock.MonoNanos()
 	l.writeLen = len(b)
 	l.d.stats.writes.Add(1)
 	l.d.stats.writeBytes.Add(uint64(len(b)))
@@ -476,7 +476,7 @@ func (l *Log) startSync(tag uint64) error {
 		return nil
 	}
 	l.syncInFlight = true
-	l.syncStart = time.Now()
+	l.syncStart = l.opts.Clock.MonoNanos()
 	l.syncTarget = l.written
 	for _, u := range l.units {
 		if u.state == unitWritten {
@@ -522,7 +522,7 @@ func (l *Log) opDone(tag uint64, res int64, err error) {
 			return
 		}
 		l.inflightWrite = nil
-		l.d.stats.writeNanos.Add(uint64(time.Since(l.writeStart)))
+		l.d.stats.writeNanos.Add(uint64(l.opts.Clock.MonoNanos() - l.writeStart))
 		err = l.writeErr
 		if err == nil && l.writeGot != l.writeLen {
 			err = shortErr("write", l.writeGot, l.writeLen)
@@ -542,7 +542,7 @@ func (l *Log) opDone(tag uint64, res int64, err error) {
 		}
 	} else {
 		l.syncInFlight = false
-		l.d.stats.syncNanos.Add(uint64(time.Since(l.syncStart)))
+		l.d.stats.syncNanos.Add(uint64(l.opts.Clock.MonoNanos() - l.syncStart))
 		if err != nil {
 			l.fail(storageErr("fdatasync", l.dir, err))
 			return
@@ -665,13 +665,13 @@ func (l *Log) fail(err error) {
 // periodicOwed reports whether a periodic fdatasync is due.
 func (l *Log) periodicOwed() bool {
 	return l.opts.FsyncMode == FsyncPeriodic && !l.syncInFlight && l.failed == nil && !l.closed &&
-		l.written > l.durable.Load() && l.opts.Now().UnixNano() >= l.syncDue
+		l.written > l.durable.Load() && l.opts.Clock.MonoNanos() >= l.syncDue
 }
 
 func (l *Log) periodicDone(err error) {
 	l.syncInFlight = false
-	l.d.stats.syncNanos.Add(uint64(time.Since(l.syncStart)))
-	l.syncDue = l.opts.Now().Add(l.opts.FsyncInterval).UnixNano()
+	l.d.stats.syncNanos.Add(uint64(l.opts.Clock.MonoNanos() - l.syncStart))
+	l.syncDue = l.opts.Clock.MonoNanos() + int64(l.opts.FsyncInterval)
 	if err != nil {
 		l.fail(storageErr("fdatasync", l.dir, err))
 		return

@@ -146,7 +146,7 @@ func (d *Disk) Open(opts Options) (*Log, error) {
 		l.freeAll()
 		return nil, err
 	}
-	l.syncDue = opts.Now().Add(opts.FsyncInterval).UnixNano()
+	l.syncDue = opts.Clock.MonoNanos() + int64(opts.FsyncInterval)
 	d.logs[l.id] = l
 	return l, nil
 }

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // Log is one segment log (a shard's records, or a companion log). It is driven
@@ -52,11 +51,11 @@ type Log struct {
 	writeParts    int   // its ops still in flight (large O_DIRECT writes are split)
 	writeGot      int   // bytes its completed ops wrote
 	writeErr      error // first error among its ops
-	writeStart    time.Time
-	syncStart     time.Time
-	syncInFlight  bool // an fdatasync (on_commit or periodic) is in flight
+	writeStart    int64 // Clock.MonoNanos at the write's submit (Stats)
+	syncStart     int64 // Clock.MonoNanos at the fdatasync's submit (Stats)
+	syncInFlight  bool  // an fdatasync (on_commit or periodic) is in flight
 	syncTarget    uint64
-	syncDue       int64 // unix nanos when the next periodic fdatasync is due
+	syncDue       int64 // Clock.MonoNanos when the next periodic fdatasync is due
 	written       uint64
 	// landed is the offset below which every staged record has reached the
 	// file (written, not necessarily fsynced): set when a write completes,
@@ -418,7 +417,7 @@ func (l *Log) createSegment(id, base uint64, version uint16) error {
 		return storageErr("create", path, err)
 	}
 	s := &segment{id: id, base: base, next: base, version: version, path: path, wf: wf, direct: direct,
-		created: l.opts.Now().UnixMicro(), size: SegmentHeaderLen, lastIdx: -1}
+		created: l.opts.Clock.WallMicros(), size: SegmentHeaderLen, lastIdx: -1}
 	fail := func(op string, err error) error {
 		wf.Close()
 		l.fs.Remove(path)

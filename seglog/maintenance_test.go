@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
+
+	"felix/clock/clocktest"
 )
 
 func openTest(t *testing.T, d *Disk, o Options) *Log {
@@ -171,19 +172,15 @@ func TestResetAndBootstrapBase(t *testing.T) {
 }
 
 func TestPeriodicFsyncWithFakeClock(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Unix(0, 0)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	clock := clocktest.NewFake(time.Unix(0, 0))
 	d := NewDisk(newRing(t), nil)
-	l := openTest(t, d, Options{Dir: t.TempDir(), FsyncMode: FsyncPeriodic, FsyncInterval: 250 * time.Millisecond, Now: clock})
+	l := openTest(t, d, Options{Dir: t.TempDir(), FsyncMode: FsyncPeriodic, FsyncInterval: 250 * time.Millisecond, Clock: clock})
 	defer l.Close()
 	fill(t, d, l, 3, 1)
 	if l.CommittedOffset() != 3 || l.DurableOffset() != 0 {
 		t.Fatalf("committed %d durable %d before the interval", l.CommittedOffset(), l.DurableOffset())
 	}
-	mu.Lock()
-	now = now.Add(300 * time.Millisecond)
-	mu.Unlock()
+	clock.Advance(300 * time.Millisecond)
 	waitFor(t, d, func() bool { return l.DurableOffset() == 3 })
 	if d.Stats().Fdatasyncs != 1 {
 		t.Fatalf("stats %+v", d.Stats())

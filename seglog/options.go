@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"felix/clock"
 )
 
 // FsyncMode is FELIX_DURABLE_FSYNC_MODE (spec/config.md; spec/storage-format.md §5).
@@ -94,9 +96,11 @@ type Options struct {
 	// (whose default there is O_DIRECT). Periodic and none always write
 	// buffered, with pwrite (docs/storage-format.md "Writes").
 	Buffered bool
-	// Now is the clock (wall time for record timestamps is the caller's; Now
-	// stamps segment headers and paces periodic fsync). nil = time.Now.
-	Now func() time.Time
+	// Clock is the log's time (felix/clock; wall time for record timestamps
+	// is the caller's): it stamps segment headers, paces periodic fsync and
+	// times writes and fdatasyncs for Stats. nil = clock.Real(). The engine
+	// passes its Config.Clock; tests pass clock/clocktest.Fake.
+	Clock clock.Clock
 }
 
 func (o *Options) normalize() error {
@@ -129,8 +133,8 @@ func (o *Options) normalize() error {
 	case o.IndexSpacingBytes < 0 || o.MaxRecordsPerRead < 0 || o.RetentionBytes < 0 || o.RetentionAge < 0:
 		return fmt.Errorf("%w: negative spacing, read cap or retention", ErrBadOptions)
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.Real()
 	}
 	return nil
 }
