@@ -28,7 +28,7 @@ func (s *session) handleCachePut(m *proto.CachePut) {
 		ttl = cache.TTLMillis(int64(*m.TTLMs))
 	}
 	name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
-	s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
+	s.cacheCall(name, []byte(m.Key), id, m, func(shard int, key []byte) error {
 		return s.svc.CachePut(name, shard, key, m.Value, ttl, func(err error) {
 			defer s.opDone()
 			switch {
@@ -49,7 +49,7 @@ func (s *session) handleCacheGet(m *proto.CacheGet) {
 		return
 	}
 	name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
-	s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
+	s.cacheCall(name, []byte(m.Key), id, m, func(shard int, key []byte) error {
 		return s.svc.CacheGet(name, shard, key, func(value []byte, found bool, err error) {
 			defer s.opDone()
 			if err != nil {
@@ -67,7 +67,7 @@ func (s *session) handleCacheDelete(m *proto.CacheDelete) {
 		return
 	}
 	name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
-	s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
+	s.cacheCall(name, []byte(m.Key), id, m, func(shard int, key []byte) error {
 		return s.svc.CacheDelete(name, shard, key, func(value []byte, found bool, err error) {
 			defer s.opDone()
 			if err != nil {
@@ -85,7 +85,7 @@ func (s *session) handleCounterAdd(m *proto.CounterAdd) {
 		return
 	}
 	name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
-	s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
+	s.cacheCall(name, []byte(m.Key), id, m, func(shard int, key []byte) error {
 		return s.svc.CounterAdd(name, shard, key, m.Delta, s.counterAnswer(m.TenantID, m.Namespace, m.Cache, m.Key, id))
 	})
 }
@@ -96,7 +96,7 @@ func (s *session) handleCounterGet(m *proto.CounterGet) {
 		return
 	}
 	name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
-	s.cacheCall(name, []byte(m.Key), id, func(shard int, key []byte) error {
+	s.cacheCall(name, []byte(m.Key), id, m, func(shard int, key []byte) error {
 		return s.svc.CounterGet(name, shard, key, s.counterAnswer(m.TenantID, m.Namespace, m.Cache, m.Key, id))
 	})
 }
@@ -128,13 +128,21 @@ func (s *session) cacheAllowed(action auth.Action, t, ns, c string, id *uint64) 
 // cacheCall runs one engine call on key's shard (core.Engine.RouteCache), counting it in
 // flight until its callback ran; a refusal at submit (unknown cache, full inbox) is answered
 // at once. With FELIX_AUTO_CREATE an unknown cache is created and the call retried once.
-func (s *session) cacheCall(name core.CacheName, key []byte, id *uint64, call func(shard int, key []byte) error) {
+// req is the request message: a shard another broker leads forwards it (forward_ingress.go).
+func (s *session) cacheCall(name core.CacheName, key []byte, id *uint64, req proto.Message, call func(shard int, key []byte) error) {
 	s.inflight.Add(1)
 	s.h.s.inflight.Add(1)
 	routed := func() error {
 		shard, err := s.svc.RouteCache(name, key)
+		f := s.h.s.fwd
+		if f != nil && errors.Is(err, core.ErrNotFound) { // a cache none of whose shards is open here
+			shard, err = f.routeCache(name, key)
+		}
 		if err != nil {
 			return err
+		}
+		if f != nil && f.forwardCache(s, name, shard, key, id, req) {
+			return nil
 		}
 		return call(shard, key)
 	}

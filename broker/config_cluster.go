@@ -21,6 +21,9 @@ type ClusterConfig struct {
 	InternalTLSCert        string // FELIX_INTERNAL_TLS_CERT (PEM; DNS name = node id; re-read every 30 s)
 	InternalTLSKey         string // FELIX_INTERNAL_TLS_KEY (PEM)
 	InternalTLSCA          string // FELIX_INTERNAL_TLS_CA (PEM bundle, read once)
+	// ClusterPeers is FELIX_CLUSTER_PEERS parsed (static_cluster.go): every broker of a
+	// static cluster, this one included; nil = no static cluster.
+	ClusterPeers []StaticPeer
 }
 
 // InternalTLSFiles returns the three FELIX_INTERNAL_TLS_* paths for transport.LoadCredentials.
@@ -73,6 +76,12 @@ func clusterSettings() []setting {
 	add("FELIX_INTERNAL_TLS_KEY", "internal-tls-key", "internal mTLS private key (PEM, re-read with the certificate)", a, b)
 	a, b = str(func(c *Config) *string { return &c.InternalTLSCA })
 	add("FELIX_INTERNAL_TLS_CA", "internal-tls-ca", "CA bundle peers' certificates must chain to (PEM, read once); unset trio = encrypted but unauthenticated, with a warning", a, b)
+	add("FELIX_CLUSTER_PEERS", "cluster-peers", "static cluster (stand-in for the control plane): every broker as node_id=internal_host:port/client_host:port, comma-separated, this one included; needs FELIX_INTERNAL_BIND (empty = single node)",
+		func(c *Config, v string) error {
+			peers, err := ParseClusterPeers(v)
+			c.ClusterPeers = peers
+			return err
+		}, func(c *Config) string { return formatPeers(c.ClusterPeers) })
 	return s
 }
 
@@ -85,6 +94,9 @@ func (c *Config) validateCluster() error {
 	}
 	if c.AdvertisedAddr == "" {
 		c.AdvertisedAddr = c.QUICBind
+	}
+	if err := c.checkStaticCluster(); err != nil {
+		return err
 	}
 	if c.InternalBind == "" {
 		return nil

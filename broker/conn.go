@@ -160,6 +160,7 @@ type session struct {
 	frameCharge int64
 	batch       proto.PublishBatch
 	names       nameCache
+	fwd         sessionForward // the client's token for forwards, redirects listed (forward.go)
 }
 
 // A session keeps up to sessionBuffers read buffers of at most pooledBufferMaxBytes each

@@ -66,6 +66,9 @@ func (srv *Server) errorCode(err error) (proto.ErrorCode, string) {
 	if t := auth.WireText(err); t != "" {
 		return proto.CodeUnauthorized, t
 	}
+	if fe, ok := isForwardError(err); ok { // a forward's end (forward.go): the Machine's client code
+		return fe.Code, fe.Error()
+	}
 	switch {
 	case errors.Is(err, core.ErrOverloaded), errors.Is(err, core.ErrSlowSubscriber), errors.Is(err, ErrLimit):
 		return proto.CodeOverloaded, err.Error()

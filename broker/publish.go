@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"slices"
 
 	"felix/auth"
 	"felix/core"
@@ -27,6 +28,7 @@ func (s *session) handleAuth(a *proto.Auth) {
 		return
 	}
 	s.principal = p
+	s.fwd = sessionForward{token: []byte(a.Token), redirects: slices.Contains(a.Features, proto.FeatureRedirects)}
 	s.h.markAuthed()
 	s.names.valid = false // permissions cached for the previous principal no longer apply
 	if a.ClientFlags == nil {
@@ -362,10 +364,17 @@ func (s *session) submit(op *pubOp, names *nameCache, requestID uint64, answer a
 // idempotent key, else round-robin) and hands op to shardService.Publish on that shard.
 func (s *session) routeAndPublish(op *pubOp) error {
 	shard, err := s.svc.Route(op.req.Stream, op.key, op.req.ProducerID, op.req.Sequence)
+	f := s.h.s.fwd
+	if f != nil && errors.Is(err, core.ErrNotFound) { // a stream none of whose shards is open here
+		shard, err = f.route(op.req.Stream, op.key, op.req.ProducerID, op.req.Sequence)
+	}
 	if err != nil {
 		return err
 	}
 	op.req.Shard = shard
+	if f != nil && f.forwardPublish(s, op) { // led by another broker (forward_ingress.go)
+		return nil
+	}
 	return s.svc.Publish(&op.req, op.done)
 }
 

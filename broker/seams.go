@@ -30,6 +30,10 @@ func (s *Server) openShards() error {
 	node := s.nodeID()
 	s.owners = NewOwnershipTable()
 	place := func(v CatalogView) { s.owners.Replace(SingleNode(node, v)) }
+	if len(s.cfg.ClusterPeers) > 0 { // static cluster (static_cluster.go, forward.go)
+		s.fwd = newForwarding(s)
+		place = s.fwd.place
+	}
 	s.reconciler = NewReconciler(ReconcilerConfig{Node: node, Engine: s.engine, Catalog: s.catalog, Owners: s.owners,
 		Place: place, Logger: s.log})
 	place(s.catalog)
@@ -72,7 +76,7 @@ func (s *Server) ApplyCreate(st Stream) error {
 	if _, err := s.engine.StreamInfo(spec.Name); errors.Is(err, core.ErrNotFound) {
 		undo = func() error { return ignoreNotFound(s.engine.DeleteStream(spec.Name)) }
 	}
-	return engineInvalid(s.reconciler.OpenAhead(core.ShardSpec{Stream: &spec}, Assignment{Leader: s.nodeID()}, s.catalog.Generation()+1, undo))
+	return engineInvalid(s.reconciler.OpenAhead(core.ShardSpec{Stream: &spec}, s.aheadAssignment(), s.catalog.Generation()+1, undo))
 }
 
 // ApplyDelete removes a catalog stream from the engine, its logs included, before the
@@ -91,7 +95,7 @@ func (s *Server) ApplyCreateCache(c Cache) error {
 	if !s.engineHasCache(spec.Name) {
 		undo = func() error { return ignoreNotFound(s.engine.DeleteCache(spec.Name)) }
 	}
-	return engineInvalid(s.reconciler.OpenAhead(core.ShardSpec{Cache: &spec}, Assignment{Leader: s.nodeID()}, s.catalog.Generation()+1, undo))
+	return engineInvalid(s.reconciler.OpenAhead(core.ShardSpec{Cache: &spec}, s.aheadAssignment(), s.catalog.Generation()+1, undo))
 }
 
 // ApplyDeleteCache removes a catalog cache from the engine, its logs included

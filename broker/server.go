@@ -61,6 +61,8 @@ type Server struct {
 	owners         *OwnershipTable
 	reconciler     *Reconciler
 	stopReconciler func()
+	// fwd is the static cluster's forwarding (forward.go); nil on a single node.
+	fwd *forwarding
 }
 
 // ReadyInfo is the JSON written to FELIX_READY_FILE once the broker is ready (tests, the

@@ -26,6 +26,9 @@ func (s *session) handleSubscribe(m *proto.Subscribe) {
 		s.sendError(proto.CodeMalformed, queueSubscribeText(st), nil)
 		return
 	}
+	if srv.fwd != nil && srv.fwd.redirectSubscribe(s, m) { // led by another broker: not_leader
+		return
+	}
 	if s.h.subs.Add(1) > int64(srv.cfg.MaxSubscriptionsPerConn) {
 		s.h.subs.Add(-1)
 		s.sendError(proto.CodeOverloaded, "too many subscriptions on this connection (FELIX_MAX_SUBSCRIPTIONS_PER_CONN)", nil)
