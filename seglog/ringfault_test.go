@@ -5,39 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"felix/ring"
+	"felix/ring/ringtest"
 
 	"golang.org/x/sys/unix"
 )
-
-// faultRing wraps a real ring and reports chosen ops as failed with errno:
-// the op still runs, its completion says it did not (the ring-path seam).
-type faultRing struct {
-	ring.Ring
-	failCode ring.OpCode
-	errno    unix.Errno
-	armed    bool
-	marked   map[uint64]bool
-}
-
-func (f *faultRing) Prepare(op *ring.Op) error {
-	if f.armed && op.Code == f.failCode {
-		f.marked[op.UserData] = true
-	}
-	return f.Ring.Prepare(op)
-}
-
-func (f *faultRing) Wait(dst []ring.Completion, min int, timeout time.Duration) (int, error) {
-	n, err := f.Ring.Wait(dst, min, timeout)
-	for i := range dst[:n] {
-		if f.marked[dst[i].UserData] {
-			dst[i].Res = -int32(f.errno)
-		}
-	}
-	return n, err
-}
 
 // TestRingPathFaults: a failed write or fdatasync completion from the ring
 // fails the append with ErrStorageFailed and nothing later is acknowledged;
@@ -48,7 +21,7 @@ func TestRingPathFaults(t *testing.T) {
 		errno unix.Errno
 	}{{ring.OpWrite, unix.EIO}, {ring.OpWrite, unix.ENOSPC}, {ring.OpFdatasync, unix.EIO}} {
 		t.Run(fmt.Sprintf("%s-%v", c.code, c.errno), func(t *testing.T) {
-			fr := &faultRing{Ring: newRing(t), failCode: c.code, errno: c.errno, marked: map[uint64]bool{}}
+			fr := ringtest.NewMisreport(newRing(t), nil)
 			d := NewDisk(fr, nil)
 			dir := t.TempDir()
 			l, err := d.Open(Options{Dir: dir, FsyncMode: FsyncOnCommit})
@@ -66,7 +39,7 @@ func TestRingPathFaults(t *testing.T) {
 			if c.code == ring.OpWrite {
 				needUring(t, fr, "buffered writes do not go through the ring on this backend")
 			}
-			fr.armed = true
+			fr.SetFault(func(op *ring.Op) (int32, bool) { return -int32(c.errno), op.Code == c.code })
 			var errs []error
 			for i := 0; i < 3; i++ {
 				l.Append([][]byte{[]byte("lost")}, 2, func(_, _ uint64, err error) { errs = append(errs, err) })
