@@ -1,0 +1,305 @@
+package core
+
+// Replication's core half (issue 18 item 4; docs/replication.md, "Wiring"): what the
+// broker's follower handlers and leader shippers call on the engine for one replicated
+// log. The pure decisions (what to store, where, what to answer) are cluster/replica's;
+// these calls only carry them out on the owning core (apply at an offset, truncate a
+// suffix, reset, extend the generation history) and read the log's state and raw records.
+//
+// Only the stream records log (proto.LogStream) of a durable stream shard is wired so
+// far: every call refuses another log with ErrInvalid (replicaLog is where the producers,
+// group-cursor, dead-letter, cache and counter logs slot in).
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"felix/proto"
+	"felix/seglog"
+)
+
+// ReplicaState is one replicated log as its core sees it (Engine.ReplicaState): the
+// shard's role and generation here, and the log's offsets — Earliest the oldest record
+// held, Tail the next offset (staged appends included), Committed one past the last
+// record whose append completed, Durable one past the last record known fdatasynced
+// (durable_offset; Durable <= Committed <= Tail), Released the release mark of the
+// shard (records below it are acknowledged and readable) — and its generation history,
+// oldest first.
+type ReplicaState struct {
+	Role       Role
+	Generation uint64
+	Earliest   uint64
+	Tail       uint64
+	Committed  uint64
+	Durable    uint64
+	Released   uint64
+	Epochs     []seglog.Epoch
+}
+
+// replicaShard resolves addr to its open durable stream shard (not on its core: the
+// pointer only; callers check the placement on the core). Errors: ErrInvalid (an address
+// that is not a stream shard's records log: the other logs are not replicated yet, or an
+// in-memory stream), ErrNotFound (no such stream or shard), ErrNotHere (not open here).
+func (e *Engine) replicaShard(addr LogAddr) (*streamShard, error) {
+	if err := addr.Validate(); err != nil {
+		return nil, err
+	}
+	if addr.Kind != ShardStream || addr.Log != proto.LogStream {
+		return nil, fmt.Errorf("%w: replication of %v: only a stream shard's records log is replicated", ErrInvalid, addr)
+	}
+	meta := e.lookup(addr.Name)
+	if meta == nil || addr.Shard >= len(meta.shards) {
+		return nil, fmt.Errorf("%w: %v", ErrNotFound, addr)
+	}
+	if !meta.spec.Durable {
+		return nil, fmt.Errorf("%w: replication of %v: an in-memory stream is not replicated", ErrInvalid, addr)
+	}
+	s := meta.shards[addr.Shard]
+	if s == nil {
+		return nil, notHere(addr.Ref(), 0)
+	}
+	return s, nil
+}
+
+// replicaPlacement checks on s's core that s is open and usable, and returns its
+// placement. Errors: ErrNotHere (closed here), the shard's sticky failure.
+func (c *core) replicaPlacement(s *streamShard) (*placement, error) {
+	p := c.roles.streams[s]
+	if p == nil || s.closed || s.pendingClose != nil {
+		return nil, notHere(ShardRef{Kind: ShardStream, Name: s.name, Shard: s.index}, 0)
+	}
+	if s.failed != nil {
+		return nil, s.failed
+	}
+	return p, nil
+}
+
+// followerAt checks on s's core that s is open here as a follower at generation.
+// Errors: ErrNotHere (not open, or not a follower here), ErrStaleGeneration-wrapped
+// (open at another generation), the shard's sticky failure.
+func (c *core) followerAt(s *streamShard, generation uint64) error {
+	p, err := c.replicaPlacement(s)
+	if err != nil {
+		return err
+	}
+	if p.role != RoleFollower {
+		return notHere(p.ref, p.role)
+	}
+	if p.generation != generation {
+		return fmt.Errorf("%w: %v is a follower at generation %d, not %d", ErrStaleGeneration, p.ref, p.generation, generation)
+	}
+	return nil
+}
+
+// ReplicaState returns addr's log state and its shard's role and generation here, read
+// on the owning core. Errors: replicaShard's, the shard's failure, ErrOverloaded,
+// ErrClosed.
+func (e *Engine) ReplicaState(addr LogAddr) (ReplicaState, error) {
+	s, err := e.replicaShard(addr)
+	if err != nil {
+		return ReplicaState{}, err
+	}
+	var st ReplicaState
+	err = e.runOn(s.c, func(c *core) error {
+		p, err := c.replicaPlacement(s)
+		if err != nil {
+			return err
+		}
+		l := s.records
+		st = ReplicaState{Role: p.role, Generation: p.generation, Earliest: l.EarliestOffset(), Tail: l.NextOffset(),
+			Committed: s.committed, Durable: l.DurableOffset(), Released: s.released, Epochs: l.Epochs()}
+		return nil
+	})
+	return st, err
+}
+
+// ReadReplica calls fn for every stored record of addr's log at offsets >= from and
+// below its committed offset, as the log holds it (offset, kind, timestamp, publisher,
+// payload: seglog.Log.ReadRaw), up to about maxBytes of payload (at least one record
+// when one exists), until fn returns false. Goroutine-safe (it does not go through the
+// core): the leader's shipper reads what it ships with it (committed records, never a
+// client's buffer) and a follower's overlap comparison its stored bytes. *r and its
+// slices are valid only during fn. Errors: replicaShard's; from below the log's earliest
+// offset (wrapping seglog.ErrTrimmed); a closed log's or a storage failure.
+func (e *Engine) ReadReplica(addr LogAddr, from uint64, maxBytes int, fn func(r *seglog.Record) bool) error {
+	s, err := e.replicaShard(addr)
+	if err != nil {
+		return err
+	}
+	return s.records.ReadRaw(from, maxBytes, fn)
+}
+
+// ApplyReplicated stores recs verbatim (kind, timestamp, publisher, payload) at offsets
+// first, first+1, ... of addr's log on the owning core — replication's apply-at-offset
+// append, seeds/internal-protocol.txt "Replication" — for a shard open here as
+// RoleFollower at generation only. Once the append completed, done runs on the core with
+// the log's durable_offset as soon as an fdatasync covers the batch (at once under
+// fsync on_commit, which the broker sets for Quorum streams; else at the next periodic
+// fdatasync): a follower acknowledges only what it has fsynced. done must not block. The
+// shard's committed and release marks follow the log (a follower serves no client; a
+// promoted follower serves what it holds, as a reopened shard does), and batches it still
+// held from leading fail with ErrMoved. recs is not retained.
+//
+// Errors (nothing stored, done not called): followerAt's, replicaShard's, an error
+// wrapping seglog.ErrNotTail (*seglog.NotTailError: first is not the log's tail or the
+// offsets are not consecutive), seglog's refusals (ErrEmptyBatch, ErrBadOptions,
+// ErrRecordTooLarge), ErrOverloaded, ErrClosed. A failed append (done's err, wrapping
+// ErrStorageFailed) fails the shard.
+func (e *Engine) ApplyReplicated(addr LogAddr, generation, first uint64, recs []seglog.Record, done func(durable uint64, err error)) error {
+	s, err := e.replicaShard(addr)
+	if err != nil {
+		return err
+	}
+	return e.runOn(s.c, func(c *core) error {
+		if err := c.followerAt(s, generation); err != nil {
+			return err
+		}
+		if err := s.records.AppendAt(first, recs, func(_, last uint64, err error) { s.replicated(last, err, done) }); err != nil {
+			return err
+		}
+		s.begin()
+		return nil
+	})
+}
+
+// replicated completes one ApplyReplicated append on the core.
+func (s *streamShard) replicated(last uint64, err error, done func(uint64, error)) {
+	defer s.end()
+	if err != nil {
+		err = storageError("replicate", err)
+		s.fail(err)
+		done(0, err)
+		return
+	}
+	s.followLog()
+	s.OnDurable(last+1, func() { done(s.records.DurableOffset(), nil) })
+}
+
+// followLog moves the follower's committed and release marks (and the fanout start) to
+// the log's tail: every record of a follower's log came from its leader. Batches still
+// waiting for a release from when it led fail with ErrMoved (their publishers learn
+// nothing was acknowledged).
+func (s *streamShard) followLog() {
+	if s.unreleased.len() > 0 {
+		s.dropUnreleased(movedError(ShardRef{Kind: ShardStream, Name: s.name, Shard: s.index}, RoleFollower, 0))
+	}
+	next := s.records.NextOffset()
+	s.committed, s.released, s.fanoutNext = next, next, next
+}
+
+// TruncateReplica drops every record of addr's log at or above off, and the generation
+// history entries starting there (the divergence rule's repair: a suffix a dead leader
+// left behind), on the owning core, for a follower at generation. The log must be idle.
+// Errors: followerAt's, replicaShard's, seglog.ErrBusy (an append in flight), an error
+// below the earliest offset, a storage failure (which fails the shard), ErrOverloaded,
+// ErrClosed.
+func (e *Engine) TruncateReplica(addr LogAddr, generation, off uint64) error {
+	return e.onFollowerLog(addr, generation, "truncate", func(s *streamShard) error { return s.records.TruncateSuffix(off) })
+}
+
+// ResetReplica discards the whole of addr's log, generation history included, and
+// restarts it empty at base (bootstrap's placement and rebuild's discard,
+// seeds/internal-protocol.txt "Bootstrapping a follower", "Rebuilding a follower"), on
+// the owning core, for a follower at generation. The log must be idle. Errors as
+// TruncateReplica.
+func (e *Engine) ResetReplica(addr LogAddr, generation, base uint64) error {
+	return e.onFollowerLog(addr, generation, "reset", func(s *streamShard) error { return s.records.Reset(base) })
+}
+
+// SetReplicaEpochs makes epochs the generation history of addr's log, for a follower at
+// generation: the stored history must be a prefix of epochs (what the follower decider
+// hands back: the stored history plus the generations a batch begins), and the new
+// entries are appended and persisted (seglog.Log.AddEpoch). Errors: ErrInvalid (the
+// stored history is not a prefix), AddEpoch's (wrapping seglog.ErrBadOptions),
+// followerAt's, replicaShard's, ErrOverloaded, ErrClosed.
+func (e *Engine) SetReplicaEpochs(addr LogAddr, generation uint64, epochs []seglog.Epoch) error {
+	return e.onFollowerLog(addr, generation, "epochs", func(s *streamShard) error {
+		have := s.records.Epochs()
+		if len(have) > len(epochs) || !slices.Equal(have, epochs[:len(have)]) {
+			return fmt.Errorf("%w: epochs of %v: stored %v is not a prefix of %v", ErrInvalid, s.logAddr(proto.LogStream), have, epochs)
+		}
+		for _, ep := range epochs[len(have):] {
+			if err := s.records.AddEpoch(ep.Generation, ep.StartOffset); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// onFollowerLog runs change on the core of addr's follower shard at generation, then
+// moves its marks to the log (followLog). A storage failure fails the shard.
+func (e *Engine) onFollowerLog(addr LogAddr, generation uint64, what string, change func(*streamShard) error) error {
+	s, err := e.replicaShard(addr)
+	if err != nil {
+		return err
+	}
+	return e.runOn(s.c, func(c *core) error {
+		if err := c.followerAt(s, generation); err != nil {
+			return err
+		}
+		if !s.idleNow() {
+			return fmt.Errorf("%w: %s of %v", seglog.ErrBusy, what, addr)
+		}
+		err := change(s)
+		if errors.Is(err, seglog.ErrStorageFailed) {
+			s.fail(storageError(what+" replica", err))
+		}
+		s.followLog()
+		return err
+	})
+}
+
+// WhenDurable runs fn on the core of addr's shard once its log's durable_offset reaches
+// offset (at once when it has; logOwner.OnDurable): the leader's shipper waits with it
+// for records to ship. fn must not block; it never runs when the shard closes first.
+// Errors: replicaShard's, the shard's failure, ErrOverloaded, ErrClosed.
+func (e *Engine) WhenDurable(addr LogAddr, offset uint64, fn func()) error {
+	s, err := e.replicaShard(addr)
+	if err != nil {
+		return err
+	}
+	return e.runOn(s.c, func(c *core) error {
+		if _, err := c.replicaPlacement(s); err != nil {
+			return err
+		}
+		s.OnDurable(offset, fn)
+		return nil
+	})
+}
+
+// SetReplicated attaches (on) or detaches a replica set to shard ref of a Quorum stream
+// (docs/architecture.md, "Commit and release"): attached, its release mark waits for
+// Release (the replica set's quorum mark) instead of following the local commit;
+// detached, the mark moves to the committed offset at once and follows the commit again.
+// Attaching keeps the mark where it is. A reopened shard starts detached. Errors:
+// ErrNotFound, ErrInvalid (not a stream shard, or not a Quorum stream), ErrNotHere,
+// ErrOverloaded, ErrClosed.
+func (e *Engine) SetReplicated(ref ShardRef, on bool) error {
+	if ref.Kind != ShardStream {
+		return fmt.Errorf("%w: replica set of %v: only stream shards have a release mark", ErrInvalid, ref)
+	}
+	if on {
+		return e.attachReplicaSet(ref.Name, ref.Shard)
+	}
+	meta := e.lookup(ref.Name)
+	if meta == nil || ref.Shard < 0 || ref.Shard >= len(meta.shards) {
+		return fmt.Errorf("%w: %v", ErrNotFound, ref)
+	}
+	if meta.spec.Consistency != ConsistencyQuorum {
+		return fmt.Errorf("%w: replica set for %v: a %s stream releases at its commit", ErrInvalid, ref, meta.spec.Consistency)
+	}
+	s := meta.shards[ref.Shard]
+	if s == nil {
+		return notHere(ref, 0)
+	}
+	return e.runOn(s.c, func(*core) error {
+		if s.closed {
+			return ErrNotFound
+		}
+		s.hasReplicaSet = false
+		s.releaseTo(s.committed)
+		return nil
+	})
+}
