@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 
 	"felix/cluster/meta"
 )
@@ -41,6 +42,7 @@ type Node struct {
 	Raft    *raft.Raft
 	FSM     *FSM
 	wal     *wal.WAL
+	metaDB  *metadb.BoltMetaDB
 	stopped chan struct{}
 	done    chan struct{} // closed by Close: ends watchFatal
 	watched chan struct{} // closed when watchFatal returns
@@ -56,13 +58,19 @@ func Start(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Dir, "wal"), 0o700); err != nil {
 		return nil, fmt.Errorf("raftnode: %w", err)
 	}
-	store, err := wal.Open(filepath.Join(cfg.Dir, "wal"), wal.WithLogger(log.Named("wal")))
+	// raft-wal v0.4.0's WAL.Close leaves its meta DB (a bbolt file, locked)
+	// open: the node keeps it and closes it itself, so a restart in the same
+	// process can open the directory again.
+	mdb := &metadb.BoltMetaDB{}
+	store, err := wal.Open(filepath.Join(cfg.Dir, "wal"), wal.WithLogger(log.Named("wal")), wal.WithMetaStore(mdb))
 	if err != nil {
+		_ = mdb.Close()
 		return nil, fmt.Errorf("raftnode: open wal: %w", err)
 	}
+	closeStores := func() { _ = store.Close(); _ = mdb.Close() }
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.Dir, "snapshots"), 2, log.Named("snapshots"))
 	if err != nil {
-		_ = store.Close()
+		closeStores()
 		return nil, fmt.Errorf("raftnode: snapshot store: %w", err)
 	}
 	rc := raft.DefaultConfig()
@@ -78,16 +86,16 @@ func Start(cfg Config) (*Node, error) {
 			err = raft.BootstrapCluster(rc, store, store, snaps, cfg.Transport, raft.Configuration{Servers: cfg.Bootstrap})
 		}
 		if err != nil {
-			_ = store.Close()
+			closeStores()
 			return nil, fmt.Errorf("raftnode: bootstrap: %w", err)
 		}
 	}
 	r, err := raft.NewRaft(rc, fsm, store, store, snaps, cfg.Transport)
 	if err != nil {
-		_ = store.Close()
+		closeStores()
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)
 	}
-	n := &Node{Raft: r, FSM: fsm, wal: store, stopped: make(chan struct{}), done: make(chan struct{}),
+	n := &Node{Raft: r, FSM: fsm, wal: store, metaDB: mdb, stopped: make(chan struct{}), done: make(chan struct{}),
 		watched: make(chan struct{})}
 	go n.watchFatal()
 	return n, nil
@@ -159,13 +167,18 @@ func (n *Node) ApplyEntry(entry []byte, timeout time.Duration) (meta.Result, err
 	return meta.Result{}, errors.New("raftnode: no result")
 }
 
-// Close shuts Raft down, ends the node's goroutine and closes the WAL. Call
-// it once.
+// Close shuts Raft down, ends the node's goroutine and closes the WAL; a
+// second Close returns nil.
 func (n *Node) Close() error {
+	select {
+	case <-n.done:
+		return nil
+	default:
+	}
 	close(n.done)
 	<-n.watched
 	err := n.Raft.Shutdown().Error()
-	return errors.Join(err, n.wal.Close())
+	return errors.Join(err, n.wal.Close(), n.metaDB.Close())
 }
 
 var _ io.Closer = (*Node)(nil)

@@ -15,9 +15,16 @@ import (
 // with the same three voters, with short timeouts.
 func cluster(t *testing.T) []*Node {
 	t.Helper()
+	return start(t, []string{t.TempDir(), t.TempDir(), t.TempDir()})
+}
+
+// start starts one member per data dir (bootstrap is ignored where a dir
+// already holds state); each is closed at cleanup unless closed before.
+func start(t *testing.T, dirs []string) []*Node {
+	t.Helper()
 	var trans []*raft.InmemTransport
 	var servers []raft.Server
-	for i := range 3 {
+	for i := range dirs {
 		addr, tr := raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("m%d", i+1)))
 		trans = append(trans, tr)
 		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(addr), Address: addr})
@@ -29,9 +36,9 @@ func cluster(t *testing.T) []*Node {
 			}
 		}
 	}
-	nodes := make([]*Node, 3)
+	nodes := make([]*Node, len(dirs))
 	for i := range nodes {
-		n, err := Start(Config{ID: servers[i].ID, Dir: t.TempDir(), Transport: trans[i], Bootstrap: servers,
+		n, err := Start(Config{ID: servers[i].ID, Dir: dirs[i], Transport: trans[i], Bootstrap: servers,
 			Tune: func(c *raft.Config) {
 				c.HeartbeatTimeout, c.ElectionTimeout = 200*time.Millisecond, 200*time.Millisecond
 				c.LeaderLeaseTimeout, c.CommitTimeout = 100*time.Millisecond, 5*time.Millisecond
@@ -152,4 +159,59 @@ func TestUnknownKindStopsTheMember(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRestartFromSnapshotAndWAL: a snapshot persisted through raft's file
+// store, then more entries in the WAL; after every member is closed and
+// started again on its directory, each state is back, restored from the
+// snapshot and the WAL's entries after it.
+func TestRestartFromSnapshotAndWAL(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	nodes := start(t, dirs)
+	l := leader(t, nodes)
+	for _, c := range []meta.Command{&meta.CreateTenant{TenantID: "t"}, &meta.CreateNamespace{TenantID: "t", Namespace: "ns"}} {
+		if res, err := l.Propose(c, 5*time.Second); err != nil || res.Err != nil {
+			t.Fatalf("%v %v", err, res.Err)
+		}
+	}
+	if err := l.Raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := l.Propose(&meta.CreateTenant{TenantID: "after"}, 5*time.Second); err != nil || res.Err != nil {
+		t.Fatalf("%v %v", err, res.Err)
+	}
+	for _, n := range nodes {
+		waitFor(t, "both tenants", 10*time.Second, func() bool { return len(n.FSM.State().Tenants()) == 2 })
+	}
+	want := l.FSM.State().Index()
+	for _, n := range nodes {
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := start(t, dirs)
+	leader(t, again)
+	for i, n := range again {
+		waitFor(t, fmt.Sprintf("member %d's state back", i+1), 10*time.Second, func() bool {
+			return n.FSM.State().Index() >= want && len(n.FSM.State().Namespaces()) == 1
+		})
+		if ts := n.FSM.State().Tenants(); len(ts) != 2 {
+			t.Fatalf("member %d tenants %v", i+1, ts)
+		}
+	}
+	// The leader's state came from its snapshot: its feed starts there.
+	var gone *meta.GoneError
+	if _, err := again[l.index(nodes)].FSM.Changes(0, 0); !errors.As(err, &gone) {
+		t.Fatalf("leader's feed from 0 after the restart: %v, want Gone (restored from the snapshot)", err)
+	}
+}
+
+// index gives n's position in nodes.
+func (n *Node) index(nodes []*Node) int {
+	for i, m := range nodes {
+		if m == n {
+			return i
+		}
+	}
+	return -1
 }
