@@ -163,3 +163,10 @@ func (h *harness) cmdCheckWrite(d *datadriven.TestData) string {
 	}
 	return "allowed"
 }
+
+func (h *harness) cmdConflict(d *datadriven.TestData) string {
+	_, answered := d.Arg("level")
+	st := h.holds.Conflict(pos(d), h.fsm.state.Floor(), ms(d, "started"), ms(d, "at"),
+		ProbeAnswer{Answered: answered, Level: Level(num(d, "level", 0))})
+	return fmt.Sprintf("%s try=%d; held=%v", st.Action, st.Try, h.holds.HeldMembers())
+}

@@ -53,7 +53,7 @@ func init() {
 		"placement": (*harness).cmdPlacement, "brokers": (*harness).cmdBrokers, "state": (*harness).cmdState,
 		"snapshot": (*harness).cmdSnapshot, "restore": (*harness).cmdRestore, "corrupt": (*harness).cmdCorrupt,
 		"feed": (*harness).cmdFeed, "raw": (*harness).cmdRaw, "add-member": (*harness).cmdAddMember,
-		"hold": (*harness).cmdHold, "check-write": (*harness).cmdCheckWrite,
+		"hold": (*harness).cmdHold, "check-write": (*harness).cmdCheckWrite, "conflict": (*harness).cmdConflict,
 	}
 }
 
