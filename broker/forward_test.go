@@ -1,0 +1,201 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"felix/core"
+	"felix/netq"
+	"felix/proto"
+	"felix/testbed/scenario"
+)
+
+// testCluster is a static cluster of brokers in this process on 127.0.0.1, ordered by node id.
+type testCluster struct {
+	t       *testing.T
+	brokers []*internalBroker
+}
+
+// startCluster starts n brokers with FELIX_CLUSTER_PEERS naming all of them (ports chosen
+// before the start, since every broker must know every address) and env over the defaults.
+func startCluster(t *testing.T, n int, env map[string]string) *testCluster {
+	t.Helper()
+	type ports struct{ client, internal int }
+	ps := make([]ports, n)
+	var peers []string
+	for i := range ps {
+		for _, p := range []*int{&ps[i].client, &ps[i].internal} {
+			port, err := scenario.FreePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			*p = port
+		}
+		peers = append(peers, fmt.Sprintf("node-%d.felix=127.0.0.1:%d/127.0.0.1:%d", i, ps[i].internal, ps[i].client))
+	}
+	c := &testCluster{t: t}
+	for i := range ps {
+		e := map[string]string{"FELIX_QUIC_BIND": fmt.Sprintf("127.0.0.1:%d", ps[i].client),
+			"FELIX_INTERNAL_BIND": fmt.Sprintf("127.0.0.1:%d", ps[i].internal), "FELIX_NODE_ID": fmt.Sprintf("node-%d.felix", i),
+			"FELIX_CLUSTER_PEERS": strings.Join(peers, ",")}
+		for k, v := range env {
+			e[k] = v
+		}
+		c.brokers = append(c.brokers, startInternal(t, e))
+	}
+	return c
+}
+
+// byID returns the broker with node id id.
+func (c *testCluster) byID(id string) *internalBroker {
+	for _, b := range c.brokers {
+		if strings.EqualFold(b.srv.cfg.NodeID, id) {
+			return b
+		}
+	}
+	c.t.Fatalf("no broker %q", id)
+	return nil
+}
+
+// create POSTs body to path on every broker (the same spec everywhere), then waits until
+// every broker opened exactly the shards its table says it leads.
+func (c *testCluster) create(path string, body map[string]any) {
+	c.t.Helper()
+	for _, b := range c.brokers {
+		if code, out := adminPost(c.t, b.srv, "POST", path, body); code != http.StatusCreated {
+			c.t.Fatalf("create %v on %s: %d %s", body, b.srv.cfg.NodeID, code, out)
+		}
+	}
+	for _, b := range c.brokers {
+		waitUntil(c.t, 20*time.Second, "the led shards open on "+b.srv.cfg.NodeID, func() bool { return ledShardsOpen(b.srv) })
+	}
+}
+
+// ledShardsOpen reports whether srv's engine holds open, as leader, every shard its table
+// says it leads, and nothing else.
+func ledShardsOpen(srv *Server) bool {
+	owners, _ := srv.owners.Snapshot()
+	want := map[core.ShardRef]bool{}
+	for ref, a := range owners {
+		if a.Leader == srv.cfg.NodeID {
+			want[ref] = true
+		}
+	}
+	got := srv.engine.Shards()
+	if len(got) != len(want) {
+		return false
+	}
+	for _, st := range got {
+		if !want[st.Ref] || st.Role != core.RoleLeader {
+			return false
+		}
+	}
+	return true
+}
+
+// leaderOf is the node id leading ref in srv's table.
+func leaderOf(t *testing.T, srv *Server, ref core.ShardRef) string {
+	a, ok := srv.owners.Lookup(ref)
+	if !ok {
+		t.Fatalf("%v: no entry", ref)
+	}
+	return a.Leader
+}
+
+// dialClient opens an authenticated client bi stream to srv, listing features.
+func dialClient(t *testing.T, srv *Server, token string, features ...string) *rawStream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := quic.DialAddr(ctx, srv.QUICAddr().String(), netq.PinnedClientTLS(netq.Fingerprint(srv.cert.Certificate[0])), &quic.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.CloseWithError(0, "") })
+	st, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rawStream{t: t, st: st}
+	flags := uint16(0x003F)
+	r.send(&proto.Auth{TenantID: "default", Token: token, ClientFlags: &flags,
+		Features: append([]string{proto.FeatureErrorCodes, proto.FeatureRoutingKeys, proto.FeatureCounters, proto.FeatureCacheDelete}, features...)})
+	if m, ok := r.next().(*proto.AuthOK); !ok {
+		t.Fatalf("auth: %#v", m)
+	}
+	return r
+}
+
+// publishKeyed sends one acked JSON publish of payload with key and returns the answer.
+func (r *rawStream) publishKeyed(stream string, key []byte, id uint64, payload string) proto.Message {
+	r.t.Helper()
+	r.send(&proto.JSONPublishBatch{TenantID: "default", Namespace: "default", Stream: stream, Key: key,
+		Payloads: [][]byte{[]byte(payload)}, RequestID: &id, Ack: proto.JSONAckPerBatch})
+	return r.next()
+}
+
+const streamsPath = "/v1/tenants/default/namespaces/default/streams"
+
+// Keyed publishes through every broker (two of three are non-owners for any shard) land on
+// the shard the key routes to (modulo and jump hash), exactly once, acked with the owner's
+// offsets: per shard, the acked offsets are 0..n-1 without a gap or a repeat, and the
+// owner's log ends at n.
+func TestForwardedKeyedPublishes(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	for _, routing := range []string{"modulo", "jump_hash"} {
+		stream := "orders-" + strings.ReplaceAll(routing, "_", "-")
+		c.create(streamsPath, map[string]any{"stream": stream, "shards": 8, "routing": routing})
+		spec := streamSpec(Stream{Routing: routing})
+		offsets := map[int][]uint64{}
+		id := uint64(0)
+		for _, b := range c.brokers {
+			r := dialClient(t, b.srv, "")
+			for k := range 40 {
+				id++
+				key := []byte(fmt.Sprintf("customer-%d", k))
+				ok, isOK := r.publishKeyed(stream, key, id, fmt.Sprintf("%s/%d", key, id)).(*proto.PublishOK)
+				want := core.RouteKey(spec.Routing, key, 8)
+				if !isOK || ok.Shard == nil || int(*ok.Shard) != want || ok.FirstOffset == nil {
+					t.Fatalf("%s: publish %d (key %s) through %s: %+v, want an ack from shard %d", routing, id, key, b.srv.cfg.NodeID, ok, want)
+				}
+				offsets[want] = append(offsets[want], *ok.FirstOffset)
+			}
+		}
+		checkExactlyOnce(t, c, stream, offsets)
+	}
+	text := c.brokers[0].metricsText(t)
+	for _, want := range []string{`felix_broker_forwards_total{op="publish",outcome="ack",reason="none"}`,
+		"felix_broker_forward_attempts_count", "felix_broker_forward_duration_seconds_count",
+		`felix_broker_forwards_served_total{verdict="proceed"}`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// checkExactlyOnce checks every shard's acked offsets are 0..n-1 once each and the
+// shard's owner holds exactly n records.
+func checkExactlyOnce(t *testing.T, c *testCluster, stream string, offsets map[int][]uint64) {
+	t.Helper()
+	name := core.StreamName{Tenant: "default", Namespace: "default", Stream: stream}
+	for shard, offs := range offsets {
+		sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+		for i, o := range offs {
+			if o != uint64(i) {
+				t.Fatalf("%s shard %d: acked offsets %v: a gap or a duplicate", stream, shard, offs)
+			}
+		}
+		owner := c.byID(leaderOf(t, c.brokers[0].srv, core.ShardRef{Kind: core.ShardStream, Name: name, Shard: shard}))
+		info, err := owner.srv.engine.StreamInfo(name)
+		if err != nil || info.NextOffsets[shard] != uint64(len(offs)) {
+			t.Fatalf("%s shard %d on its owner %s: %+v %v, want %d records", stream, shard, owner.srv.cfg.NodeID, info.NextOffsets, err, len(offs))
+		}
+	}
+}
