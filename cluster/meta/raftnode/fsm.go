@@ -13,6 +13,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -92,6 +93,13 @@ func (f *FSM) encode(cmd meta.Command, voters []string) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.m.Propose(cmd, voters)
+}
+
+// liveness gives the state machine's broker liveness timeout.
+func (f *FSM) liveness() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.m.Config().LivenessTimeout
 }
 
 // ErrStopped is Snapshot's error once the member met a fatal entry.

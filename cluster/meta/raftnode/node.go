@@ -37,8 +37,9 @@ type Config struct {
 	Tune func(*raft.Config)
 }
 
-// Node is one running member: its Raft, FSM, log store.
+// Node is one running member: its server id, Raft, FSM and log store.
 type Node struct {
+	ID      raft.ServerID
 	Raft    *raft.Raft
 	FSM     *FSM
 	wal     *wal.WAL
@@ -95,7 +96,7 @@ func Start(cfg Config) (*Node, error) {
 		closeStores()
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)
 	}
-	n := &Node{Raft: r, FSM: fsm, wal: store, metaDB: mdb, stopped: make(chan struct{}), done: make(chan struct{}),
+	n := &Node{ID: cfg.ID, Raft: r, FSM: fsm, wal: store, metaDB: mdb, stopped: make(chan struct{}), done: make(chan struct{}),
 		watched: make(chan struct{})}
 	go n.watchFatal()
 	return n, nil

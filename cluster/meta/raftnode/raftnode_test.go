@@ -215,3 +215,39 @@ func (n *Node) index(nodes []*Node) int {
 	}
 	return -1
 }
+
+// TestNewClusterAutoFinalize: every member reports its level, one broker
+// registers with features; the leader's step finalizes them in order
+// (publisher_principal excepted) and every member has them enabled.
+func TestNewClusterAutoFinalize(t *testing.T) {
+	nodes := cluster(t)
+	l := leader(t, nodes)
+	now := time.Now().UnixMilli()
+	if step, err := l.AutoFinalize(now, 5*time.Second); err != nil || step.Action != meta.AutoIdle {
+		t.Fatalf("before any registration: %v %v", step.Action, err)
+	}
+	feats := []string{meta.FeatureGenerationStart, meta.FeatureMajorityAck, meta.FeaturePublisherPrincipal}
+	if res, err := l.Propose(&meta.RegisterBroker{NodeID: "b1", Features: feats, AtMs: now}, 5*time.Second); err != nil || res.Err != nil {
+		t.Fatalf("%v %v", err, res.Err)
+	}
+	if step, err := l.AutoFinalize(now, 5*time.Second); err != nil || step.Action != meta.AutoWait {
+		t.Fatalf("no member reported yet: %v %v", step.Action, err)
+	}
+	for _, n := range nodes {
+		if _, err := l.ReportLevel(n.ID, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step, err := l.AutoFinalize(now+1000, 5*time.Second)
+	if err != nil || step.Action != meta.AutoPropose || len(step.Commands) != 2 {
+		t.Fatalf("step %+v: %v", step, err)
+	}
+	for i, n := range nodes {
+		waitFor(t, fmt.Sprintf("features on member %d", i+1), 10*time.Second, func() bool {
+			return len(n.FSM.State().Enabled()) == 2
+		})
+		if n.FSM.State().IsEnabled(meta.FeaturePublisherPrincipal) {
+			t.Fatalf("member %d enabled publisher_principal", i+1)
+		}
+	}
+}
