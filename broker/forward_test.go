@@ -1,10 +1,15 @@
 package broker
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +29,8 @@ type testCluster struct {
 }
 
 // startCluster starts n brokers with FELIX_CLUSTER_PEERS naming all of them (ports chosen
-// before the start, since every broker must know every address) and env over the defaults.
+// before the start, since every broker must know every address) and env over the defaults
+// ("{i}" in a value is the broker's index).
 func startCluster(t *testing.T, n int, env map[string]string) *testCluster {
 	t.Helper()
 	type ports struct{ client, internal int }
@@ -46,7 +52,7 @@ func startCluster(t *testing.T, n int, env map[string]string) *testCluster {
 			"FELIX_INTERNAL_BIND": fmt.Sprintf("127.0.0.1:%d", ps[i].internal), "FELIX_NODE_ID": fmt.Sprintf("node-%d.felix", i),
 			"FELIX_CLUSTER_PEERS": strings.Join(peers, ",")}
 		for k, v := range env {
-			e[k] = v
+			e[k] = strings.ReplaceAll(v, "{i}", strconv.Itoa(i))
 		}
 		c.brokers = append(c.brokers, startInternal(t, e))
 	}
@@ -69,13 +75,34 @@ func (c *testCluster) byID(id string) *internalBroker {
 func (c *testCluster) create(path string, body map[string]any) {
 	c.t.Helper()
 	for _, b := range c.brokers {
-		if code, out := adminPost(c.t, b.srv, "POST", path, body); code != http.StatusCreated {
+		if code, out := adminAs(c.t, b, path, body); code != http.StatusCreated {
 			c.t.Fatalf("create %v on %s: %d %s", body, b.srv.cfg.NodeID, code, out)
 		}
 	}
 	for _, b := range c.brokers {
 		waitUntil(c.t, 20*time.Second, "the led shards open on "+b.srv.cfg.NodeID, func() bool { return ledShardsOpen(b.srv) })
 	}
+}
+
+// adminAs POSTs body to path on b with its admin token (none with auth off).
+func adminAs(t *testing.T, b *internalBroker, path string, body any) (int, string) {
+	t.Helper()
+	data, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", "http://"+b.srv.HTTPAddr().String()+path, bytes.NewReader(data))
+	if b.ready.AdminTokenFile != "" {
+		tok, err := os.ReadFile(b.ready.AdminTokenFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
 }
 
 // ledShardsOpen reports whether srv's engine holds open, as leader, every shard its table
