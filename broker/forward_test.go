@@ -226,3 +226,55 @@ func checkExactlyOnce(t *testing.T, c *testCluster, stream string, offsets map[i
 		}
 	}
 }
+
+// The local path's ownership check allocates nothing: one atomic load, one map lookup, a
+// comparison.
+func TestLocalOwnershipCheckAllocatesNothing(t *testing.T) {
+	srv := &Server{cfg: &Config{ClusterConfig: ClusterConfig{NodeID: "a"}}, owners: NewOwnershipTable()}
+	f := &forwarding{s: srv, self: "a"}
+	name := core.StreamName{Tenant: "t", Namespace: "ns", Stream: "s"}
+	srv.owners.Replace(Ownership{{Kind: core.ShardStream, Name: name, Shard: 0}: {Leader: "A"},
+		{Kind: core.ShardStream, Name: name, Shard: 1}: {Leader: "b"}})
+	local, remote := core.ShardRef{Kind: core.ShardStream, Name: name}, core.ShardRef{Kind: core.ShardStream, Name: name, Shard: 1}
+	if _, ok := f.remote(local); ok {
+		t.Fatal("a shard led here (node id in another case) is remote")
+	}
+	if a, ok := f.remote(remote); !ok || a.Leader != "b" {
+		t.Fatal("a shard led by b is not remote")
+	}
+	if n := testing.AllocsPerRun(1000, func() { f.remote(local) }); n != 0 {
+		t.Fatalf("local ownership check: %v allocations", n)
+	}
+}
+
+// An idempotent publish through a non-owner travels as kind 28: the owner deduplicates a
+// re-send of the same producer id and request id against its producer window and the
+// client gets duplicate with the first offsets.
+func TestForwardedIdempotentPublish(t *testing.T) {
+	c := startCluster(t, 2, nil)
+	c.create(streamsPath, map[string]any{"stream": "idem", "shards": 4})
+	a, b := c.brokers[0], c.brokers[1]
+	name := core.StreamName{Tenant: "default", Namespace: "default", Stream: "idem"}
+	id := uint64(1)
+	for ; leaderOf(t, a.srv, core.ShardRef{Kind: core.ShardStream, Name: name, Shard: idempotentShard("p1", id, 4)}) != b.srv.cfg.NodeID; id++ {
+	}
+	r := dialClient(t, a.srv, "", proto.FeatureIdempotentPublish)
+	var first *proto.PublishOK
+	for try := range 2 {
+		r.send(&proto.JSONPublishBatch{TenantID: "default", Namespace: "default", Stream: "idem", Payloads: [][]byte{[]byte("x")},
+			RequestID: &id, Ack: proto.JSONAckPerBatch, ProducerID: "p1", Idempotent: true})
+		ok, isOK := r.next().(*proto.PublishOK)
+		if !isOK || ok.FirstOffset == nil || ok.Duplicate != (try == 1) {
+			t.Fatalf("idempotent publish %d through %s: %#v", try, a.srv.cfg.NodeID, ok)
+		}
+		if try == 1 && *ok.FirstOffset != *first.FirstOffset {
+			t.Fatalf("duplicate answered offset %d, first %d", *ok.FirstOffset, *first.FirstOffset)
+		}
+		first = ok
+	}
+	info, _ := b.srv.engine.StreamInfo(name)
+	if shard := idempotentShard("p1", id, 4); info.NextOffsets[shard] != 1 {
+		t.Fatalf("the owner stored %d records, want 1", info.NextOffsets[shard])
+	}
+	wantMetric(t, b, `felix_internal_listener_requests_total{kind="IdempotentForwardPublish"} 2`)
+}
