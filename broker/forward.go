@@ -219,7 +219,10 @@ func (f *forwarding) drive(op string, msg proto.InternalMessage, req cforward.Re
 	return act
 }
 
-// attempt waits the Send's backoff, then sends it and classifies the outcome.
+// attempt waits the Send's backoff, then sends it and classifies the outcome. Once the
+// broker drains, a retry is not sent (OutNotSent: the Machine fails it, or reports it
+// indeterminate when an earlier attempt's outcome was unknown), so the drain does not
+// wait out a backoff schedule.
 func (f *forwarding) attempt(ctx context.Context, msg proto.InternalMessage, act cforward.Action) cforward.Event {
 	if act.Backoff > 0 {
 		t := time.NewTimer(act.Backoff)
@@ -228,7 +231,12 @@ func (f *forwarding) attempt(ctx context.Context, msg proto.InternalMessage, act
 		case <-ctx.Done():
 			t.Stop()
 			return cforward.Event{Outcome: cforward.OutTimedOut, Err: ctx.Err()}
+		case <-f.s.shutdown.Done():
+			t.Stop()
 		}
+	}
+	if act.Attempt > 1 && f.s.shutdown.Err() != nil {
+		return cforward.Event{Outcome: cforward.OutNotSent, Err: fmt.Errorf("%w: broker draining", transport.ErrClosed)}
 	}
 	peer, ok := f.peer(act.To)
 	if !ok {
