@@ -48,7 +48,7 @@ func newServerMetrics(set *metrics.Set) serverMetrics {
 //	GET /live                200 "ok" for the whole process life, also while draining
 //	GET /ready               200 "ok" once serving; 503 "draining" after SIGTERM (and before ready)
 //	GET /metrics             Prometheus text: broker, engine and Go runtime metrics
-//	GET /replication/halted  JSON list of halted replicas: always [] on a single node
+//	GET /replication/halted  JSON list of halted replicas (replicate.go): [] on a single node
 //	/debug/pprof/...         Go profiler
 func (s *Server) registerOps(mux *http.ServeMux) {
 	mux.HandleFunc("GET /live", func(w http.ResponseWriter, _ *http.Request) {
@@ -72,7 +72,7 @@ func (s *Server) registerOps(mux *http.ServeMux) {
 		metrics.WriteProcessMetrics(w)
 	})
 	mux.HandleFunc("GET /replication/halted", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, []string{})
+		writeJSON(w, http.StatusOK, s.repl.haltedList()) // replicate.go
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -189,6 +189,7 @@ type Reconciler struct {
 	catalog CatalogView
 	owners  *OwnershipTable
 	place   func(CatalogView) // fills owners from the catalog (single node); nil in a cluster
+	applied func()            // after every pass (ReconcilerConfig.Applied); may be nil
 	log     *slog.Logger
 	kick    chan struct{}
 
@@ -213,6 +214,10 @@ type ReconcilerConfig struct {
 	Owners  *OwnershipTable
 	Place   func(CatalogView)
 	Logger  *slog.Logger
+	// Applied (may be nil) runs after every pass, on the pass's goroutine, once its actions
+	// ran: replication starts and stops a shard's shippers from it (replicate.go). It must
+	// not block.
+	Applied func()
 }
 
 // NewReconciler returns a reconciler; nothing runs until Reconcile or Run.
@@ -222,7 +227,7 @@ func NewReconciler(cfg ReconcilerConfig) *Reconciler {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Reconciler{node: cfg.Node, engine: cfg.Engine, catalog: cfg.Catalog, owners: cfg.Owners, place: cfg.Place,
-		log: log, kick: make(chan struct{}, 1), pins: map[core.ShardRef]pin{}}
+		applied: cfg.Applied, log: log, kick: make(chan struct{}, 1), pins: map[core.ShardRef]pin{}}
 }
 
 // Changed asks for a pass (goroutine-safe, never blocks; kicks while a pass is pending
@@ -267,6 +272,9 @@ func (r *Reconciler) Reconcile() error {
 		if err := r.do(a); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if r.applied != nil {
+		r.applied()
 	}
 	return errors.Join(errs...)
 }

@@ -34,8 +34,9 @@ func (s *Server) openShards() error {
 		s.fwd = newForwarding(s)
 		place = s.fwd.place
 	}
+	place = s.replPlace(node, place) // replicate.go: SetPlacement's table instead, when set
 	s.reconciler = NewReconciler(ReconcilerConfig{Node: node, Engine: s.engine, Catalog: s.catalog, Owners: s.owners,
-		Place: place, Logger: s.log})
+		Place: place, Logger: s.log, Applied: s.repl.changed})
 	place(s.catalog)
 	if err := s.reconciler.Reconcile(); err != nil {
 		return fmt.Errorf("broker: open the catalog's shards: %w", engineInvalid(err))

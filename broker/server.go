@@ -61,6 +61,8 @@ type Server struct {
 	owners         *OwnershipTable
 	reconciler     *Reconciler
 	stopReconciler func()
+	// repl is replication of the shards this node leads or follows (replicate.go).
+	repl replication
 	// fwd is the static cluster's forwarding (forward.go); nil on a single node.
 	fwd *forwarding
 }
@@ -274,6 +276,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { httpDone <- s.http.Serve(s.httpLn) }()
 	acceptDone := make(chan struct{})
 	go func() { defer close(acceptDone); s.acceptLoop() }()
+	s.startReplication() // replicate.go: handlers registered before the internal listener serves
 	s.serveInternal()
 
 	s.ready.Store(true)
@@ -316,6 +319,7 @@ func (s *Server) drain(acceptDone <-chan struct{}) error {
 	// operations completed; only then is the process-wide count final.
 	clean := waitTimeout(&s.conns, time.Until(deadline))
 	clean = clean && waitTimeout(&s.inflight, time.Until(deadline))
+	s.stopReplication()                        // replicate.go: shippers end before the pool closes
 	clean = s.closeInternal(deadline) && clean // pool (fail waiters), then peer connections
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()

@@ -1,0 +1,323 @@
+package broker
+
+// Replication of a stream shard's records log, wired end to end (issue 18 item 4;
+// docs/replication.md, "Wiring"; seeds/internal-protocol.txt "Replication",
+// "Bootstrapping a follower", "Rebuilding a follower", "Errors"): the follower's handlers
+// of ReplicateRecords (9), ReplicateBootstrap (10), ReplicateRebuild (24) and Fence (25)
+// on the internal transport's Dispatcher (replicate_follower.go), and, for every shard this
+// node leads with a non-empty replica set, one shipper goroutine per follower
+// (replicate_leader.go) feeding cluster/replica's Shipper and Tracker and handing the
+// quorum mark to core.Engine.Release. This file holds the Server's replication state: the
+// placement seam, the start and stop with the reconciler's passes, /replication/halted
+// and the per-follower metrics.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"felix/core"
+	"felix/proto"
+)
+
+// replication is a Server's replication state (Server.repl). The zero value is ready; it
+// does nothing until startReplication (only with FELIX_INTERNAL_BIND).
+type replication struct {
+	srv *Server
+	// place is SetPlacement's table (nil: the broker's own placement).
+	place atomic.Pointer[placementSeam]
+
+	kick    atomic.Pointer[chan struct{}] // a reconcile pass ran: re-plan the shippers (nil before the start)
+	stop    context.CancelFunc
+	stopped chan struct{}
+
+	mu       sync.Mutex
+	leaders  map[core.ShardRef]*leaderShard // running shippers, by shard
+	followed map[core.LogAddr]*followerMem  // the follower's volatile per-log state
+	halted   map[haltKey]HaltedReplica      // every halted (shard, log, follower)
+	stats    map[haltKey]*followerStats     // metrics, kept across a shard's generations
+}
+
+// placementSeam is what SetPlacement installed.
+type placementSeam struct {
+	place func(CatalogView) Ownership
+	peers map[string]string
+}
+
+// SetPlacement makes this broker fill its ownership table with place(catalog) before
+// every reconcile pass, instead of its own placement (SingleNode, or the static
+// cluster's), and resolves peers' internal addresses (node id → host:port) from peers for
+// replication: the stand-in for issue 17's control plane, used by the in-process
+// replication tests. It takes effect at once (a pass is asked for). Safe for concurrent
+// use; place must be pure and fast (it runs on the reconciler's goroutine).
+func (s *Server) SetPlacement(place func(CatalogView) Ownership, peers map[string]string) {
+	cp := make(map[string]string, len(peers))
+	for k, v := range peers {
+		cp[k] = v
+	}
+	s.repl.place.Store(&placementSeam{place: place, peers: cp})
+	if s.reconciler != nil {
+		s.reconciler.Changed()
+	}
+}
+
+// replPlace wraps the broker's own placement fill: SetPlacement's table wins when set.
+func (s *Server) replPlace(_ string, fill func(CatalogView)) func(CatalogView) {
+	return func(v CatalogView) {
+		if p := s.repl.place.Load(); p != nil {
+			s.owners.Replace(p.place(v))
+			return
+		}
+		fill(v)
+	}
+}
+
+// peerAddr is the internal address of node id n: SetPlacement's peers, else the static
+// cluster's FELIX_CLUSTER_PEERS.
+func (s *Server) peerAddr(n string) (string, bool) {
+	if p := s.repl.place.Load(); p != nil {
+		a, ok := p.peers[n]
+		return a, ok
+	}
+	if p, ok := findPeer(s.cfg.ClusterPeers, n); ok {
+		return p.InternalAddr, true
+	}
+	return "", false
+}
+
+// startReplication registers the follower's handlers and starts the loop that runs the
+// leader's shippers after every reconcile pass. Without FELIX_INTERNAL_BIND nothing
+// replicates (a single node is its own majority).
+func (s *Server) startReplication() {
+	in := s.Internal()
+	if in == nil {
+		return
+	}
+	r := &s.repl
+	r.srv = s
+	r.mu.Lock()
+	r.leaders, r.followed = map[core.ShardRef]*leaderShard{}, map[core.LogAddr]*followerMem{}
+	r.halted, r.stats = map[haltKey]HaltedReplica{}, map[haltKey]*followerStats{}
+	r.mu.Unlock()
+	for _, k := range []proto.Kind{proto.KindReplicateRecords, proto.KindReplicateBootstrap, proto.KindReplicateRebuild, proto.KindFence} {
+		in.Dispatcher.Register(k, s.handleReplicate)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	kick := make(chan struct{}, 1)
+	r.stop, r.stopped = cancel, make(chan struct{})
+	r.kick.Store(&kick)
+	go func() {
+		defer close(r.stopped)
+		r.loop(ctx, kick)
+	}()
+	r.changed()
+}
+
+// stopReplication stops every shipper (before the pool closes); idempotent.
+func (s *Server) stopReplication() {
+	r := &s.repl
+	if r.stop == nil {
+		return
+	}
+	r.stop()
+	<-r.stopped
+	r.stop = nil
+	r.mu.Lock()
+	leaders := r.leaders
+	r.leaders = map[core.ShardRef]*leaderShard{}
+	r.mu.Unlock()
+	for _, l := range leaders {
+		l.halt()
+	}
+}
+
+// changed asks for a re-plan of the shippers (the reconciler's Applied hook; never blocks).
+func (r *replication) changed() {
+	kick := r.kick.Load()
+	if kick == nil {
+		return
+	}
+	select {
+	case *kick <- struct{}{}:
+	default:
+	}
+}
+
+func (r *replication) loop(ctx context.Context, kick <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+		}
+		r.plan(ctx)
+	}
+}
+
+// leaderWant is one shard this node leads with a replica set, as the plan wants it shipped.
+type leaderWant struct {
+	gen        uint64
+	replicaSet []string
+	quorum     bool
+}
+
+// plan starts the shippers of every shard this node leads (open here as leader at the
+// table's generation, with a non-empty replica set and a durable stream) and stops the
+// others: a shard that became a follower, moved, closed or changed generation or
+// replica set stops its shippers (a new generation starts new ones).
+func (r *replication) plan(ctx context.Context) {
+	s := r.srv
+	want := map[core.ShardRef]leaderWant{}
+	owners, _ := s.owners.Snapshot()
+	for _, st := range s.engine.Shards() {
+		a, ok := owners[st.Ref]
+		if st.Ref.Kind != core.ShardStream || st.Role != core.RoleLeader || !ok || a.Leader != s.nodeID() ||
+			a.Generation != st.Generation || len(a.ReplicaSet) == 0 {
+			continue
+		}
+		info, err := s.engine.StreamInfo(st.Ref.Name)
+		if err != nil || !info.Spec.Durable {
+			continue
+		}
+		want[st.Ref] = leaderWant{gen: st.Generation, replicaSet: a.ReplicaSet, quorum: info.Spec.Consistency == core.ConsistencyQuorum}
+	}
+	r.mu.Lock()
+	var stop []*leaderShard
+	for ref, l := range r.leaders {
+		if w, ok := want[ref]; !ok || w.gen != l.gen || !sameSet(w.replicaSet, l.replicaSet) {
+			stop = append(stop, l)
+			delete(r.leaders, ref)
+		}
+	}
+	r.mu.Unlock()
+	for _, l := range stop {
+		l.halt()
+		if l.quorum {
+			_ = s.engine.SetReplicated(l.ref, false) // still leading without a replica set: release at commit
+		}
+	}
+	for ref, w := range want {
+		r.mu.Lock()
+		_, running := r.leaders[ref]
+		r.mu.Unlock()
+		if running {
+			continue
+		}
+		l, err := r.startLeader(ctx, ref, w)
+		if err != nil {
+			s.log.Warn("replication: shippers not started (retried on the next reconcile pass)", "shard", ref.String(), "err", err)
+			continue
+		}
+		r.mu.Lock()
+		r.leaders[ref] = l
+		r.mu.Unlock()
+	}
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// haltKey names one (shard, log, follower).
+type haltKey struct {
+	shard    core.ShardRef
+	log      proto.ReplicaLog
+	follower string
+}
+
+// HaltedReplica is one entry of GET /replication/halted: a follower this leader stopped
+// shipping a log to (cluster/replica's Halt* reasons: diverged, needs_bootstrap,
+// unauthorized, storage_failed, unsupported_kind), since when (RFC 3339, UTC).
+type HaltedReplica struct {
+	Shard    string `json:"shard"`
+	Log      string `json:"log"`
+	Follower string `json:"follower"`
+	Reason   string `json:"reason"`
+	Since    string `json:"since"`
+}
+
+// setHalted records (reason != "") or clears a halt.
+func (r *replication) setHalted(k haltKey, reason string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if reason == "" {
+		delete(r.halted, k)
+		return
+	}
+	if h, ok := r.halted[k]; ok && h.Reason == reason {
+		return
+	}
+	r.halted[k] = HaltedReplica{Shard: k.shard.String(), Log: k.log.String(), Follower: k.follower, Reason: reason,
+		Since: now.UTC().Format(time.RFC3339)}
+}
+
+// haltedList is the /replication/halted body, sorted by shard, log and follower; [] when
+// nothing is halted (or nothing replicates).
+func (r *replication) haltedList() []HaltedReplica {
+	r.mu.Lock()
+	out := make([]HaltedReplica, 0, len(r.halted))
+	for _, h := range r.halted {
+		out = append(out, h)
+	}
+	r.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Shard != b.Shard {
+			return a.Shard < b.Shard
+		}
+		if a.Log != b.Log {
+			return a.Log < b.Log
+		}
+		return a.Follower < b.Follower
+	})
+	return out
+}
+
+// followerStats are one (shard, log, follower)'s series on the leader: lag in records
+// (the leader's committed offset minus what the follower acknowledged), and the counts of
+// acks, resends, gaps, conflicts and halts its shippers saw.
+type followerStats struct {
+	lag                                    atomic.Int64
+	acks, resends, gaps, conflicts, halts  atomic.Uint64
+	lastAcks, lastResends, lastGaps, lastC uint64 // the running shipper's counts already added
+	lastHalts                              uint64
+}
+
+// statsFor returns k's series, registering them on first use.
+func (r *replication) statsFor(k haltKey) *followerStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st := r.stats[k]; st != nil {
+		return st
+	}
+	st := &followerStats{}
+	r.stats[k] = st
+	set := r.srv.metrics
+	labels := fmt.Sprintf(`{shard=%q,log=%q,follower=%q}`, k.shard.String(), k.log.String(), k.follower)
+	set.NewGauge("felix_replication_lag_records"+labels, func() float64 { return float64(st.lag.Load()) })
+	for name, c := range map[string]*atomic.Uint64{"acks": &st.acks, "resends": &st.resends, "gaps": &st.gaps,
+		"conflicts": &st.conflicts, "halts": &st.halts} {
+		set.NewGauge("felix_replication_"+name+"_total"+labels, func() float64 { return float64(c.Load()) })
+	}
+	return st
+}
+
+// clampLag is a lag in records as a gauge value.
+func clampLag(committed, acked uint64) int64 {
+	if acked >= committed {
+		return 0
+	}
+	return int64(min(committed-acked, math.MaxInt64))
+}

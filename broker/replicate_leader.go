@@ -1,0 +1,367 @@
+package broker
+
+// The leader's side of replication (replicate.go): for one shard this node leads at one
+// generation with a non-empty replica set, one shipper goroutine per follower. Each
+// fences the follower (Fence → FenceOk's durable_offset is where shipping starts), then
+// reads committed records from the leader's log (core.Engine.ReadReplica: never a
+// client's buffer), sends ReplicateRecords through transport.Pool.Pipeline on the
+// (follower, shard, log) ordered stream within the shipper's window of bytes in flight,
+// feeds every answer to its replica.Shipper and every acknowledgement to the shard's
+// replica.Tracker, and hands the quorum mark to core.Engine.Release (Quorum streams; a
+// Leader stream releases at its local commit and is shipped all the same).
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"felix/cluster/replica"
+	"felix/cluster/transport"
+	"felix/core"
+	"felix/proto"
+	"felix/seglog"
+)
+
+// Shipping parameters of the leader (docs/replication.md, "Wiring").
+const (
+	// replicaWindow bounds the payload bytes in flight per follower (ShipperConfig.Window).
+	replicaWindow = 1 << 20
+	// replicaTimeout is how long a batch may stay unanswered before it is sent again.
+	replicaTimeout = 2 * time.Second
+	// replicaRetry paces a fence or a send the transport refused (nothing was sent), and
+	// a shipper with nothing to do re-reads the log at least this often.
+	replicaRetry = 100 * time.Millisecond
+)
+
+// leaderShard is the shippers of one shard at one generation, and its quorum tracker.
+type leaderShard struct {
+	srv        *Server
+	ref        core.ShardRef
+	addr       core.LogAddr
+	gen        uint64
+	replicaSet []string
+	quorum     bool
+
+	mu       sync.Mutex // guards tracker and released
+	tracker  *replica.Tracker
+	released uint64
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startLeader attaches the replica set (Quorum) and starts one shipper per follower.
+func (r *replication) startLeader(parent context.Context, ref core.ShardRef, w leaderWant) (*leaderShard, error) {
+	s := r.srv
+	addr := core.LogAddr{Kind: core.ShardStream, Name: ref.Name, Shard: ref.Shard, Log: proto.LogStream}
+	if w.quorum {
+		if err := s.engine.SetReplicated(ref, true); err != nil {
+			return nil, err
+		}
+	}
+	st, err := s.engine.ReplicaState(addr)
+	if err != nil {
+		return nil, err
+	}
+	members := append([]string{s.nodeID()}, w.replicaSet...)
+	l := &leaderShard{srv: s, ref: ref, addr: addr, gen: w.gen, replicaSet: w.replicaSet, quorum: w.quorum,
+		released: st.Released,
+		tracker: replica.NewTracker(replica.TrackerConfig{Generation: w.gen, Leader: s.nodeID(), ReplicaSet: members,
+			Floor: st.Released, MajorityAck: true})}
+	ctx, cancel := context.WithCancel(parent)
+	l.cancel = cancel
+	for _, f := range w.replicaSet {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			l.ship(ctx, f)
+		}()
+	}
+	s.log.Info("replication: shipping", "shard", ref.String(), "generation", w.gen, "replica_set", w.replicaSet, "quorum", w.quorum)
+	return l, nil
+}
+
+// halt stops the shard's shippers and waits for them.
+func (l *leaderShard) halt() {
+	l.cancel()
+	l.wg.Wait()
+}
+
+// advance feeds the tracker (the leader's own durable offset, and a follower's
+// acknowledgement when follower != "") and releases up to the quorum mark.
+func (l *leaderShard) advance(durable uint64, follower string, acked uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	mark := l.tracker.LeaderDurable(durable)
+	if follower != "" {
+		mark = l.tracker.Acked(follower, l.gen, acked)
+	}
+	if !l.quorum || mark <= l.released {
+		return
+	}
+	if err := l.srv.engine.Release(l.ref.Name, l.ref.Shard, mark); err != nil {
+		l.srv.log.Warn("replication: release failed", "shard", l.ref.String(), "mark", mark, "err", err)
+		return
+	}
+	l.released = mark
+}
+
+// inflight is one request sent to a follower and not answered yet.
+type inflight struct {
+	corr    uint64
+	pending *transport.Pending
+	sentAt  time.Time
+}
+
+// follower is one shipper goroutine's state.
+type follower struct {
+	l     *leaderShard
+	node  string
+	key   haltKey
+	stats *followerStats
+	sh    *replica.Shipper
+	corr  uint64
+	queue []inflight
+	wake  chan struct{} // the leader's log became durable past what was shipped
+	// waiting is the offset a WhenDurable wake-up is registered for (0: none).
+	waiting uint64
+}
+
+// ship runs one follower's shipping until ctx ends or the follower fences this leader.
+func (l *leaderShard) ship(ctx context.Context, node string) {
+	s := l.srv
+	f := &follower{l: l, node: node, key: haltKey{shard: l.ref, log: l.addr.Log, follower: node}, wake: make(chan struct{}, 1)}
+	f.stats = s.repl.statsFor(f.key)
+	start, ok := f.fence(ctx)
+	if !ok {
+		return
+	}
+	f.sh = replica.NewShipper(replica.ShipperConfig{Generation: l.gen, Window: replicaWindow, Timeout: replicaTimeout}, start)
+	for ctx.Err() == nil {
+		st, err := s.engine.ReplicaState(l.addr)
+		if err != nil || st.Role != core.RoleLeader || st.Generation != l.gen {
+			if !sleepCtx(ctx, replicaRetry) {
+				return
+			}
+			continue
+		}
+		l.advance(st.Durable, "", 0)
+		wakeAt := f.send(ctx, st)
+		f.observe(st)
+		if state, _ := f.sh.State(); state == replica.Fenced {
+			s.log.Warn("replication: fenced by a follower: this leader stops shipping to it", "shard", l.ref.String(), "follower", node)
+			return
+		}
+		f.await(ctx, st, wakeAt)
+	}
+}
+
+// fence sends Fence until the follower answers FenceOk and returns its durable_offset;
+// ok=false when ctx ended or the follower knows a newer generation.
+func (f *follower) fence(ctx context.Context) (uint64, bool) {
+	l := f.l
+	for ctx.Err() == nil {
+		ans, err := f.request(ctx, &proto.Fence{Shard: wireRef(l.ref), Log: l.addr.Log, Generation: l.gen})
+		if err == nil {
+			switch a := ans.(type) {
+			case *proto.FenceOk:
+				return a.DurableOffset, true
+			case *proto.ReplicateError:
+				if a.Code == proto.InternalFencedEpoch {
+					l.srv.log.Warn("replication: fence refused: a newer generation", "shard", l.ref.String(), "follower", f.node)
+					return 0, false
+				}
+			case *proto.UnsupportedKind:
+				f.l.srv.repl.setHalted(f.key, replica.HaltUnsupported, time.Now())
+			}
+		}
+		if !sleepCtx(ctx, replicaRetry) {
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
+// request sends msg on the follower's ordered stream and waits for its answer.
+func (f *follower) request(ctx context.Context, msg proto.InternalMessage) (proto.InternalMessage, error) {
+	peer, ok := f.l.srv.peerAddr(f.node)
+	if !ok {
+		return nil, errNoPeerAddr
+	}
+	p, err := f.l.srv.Internal().Pool.Pipeline(ctx, transport.Peer{NodeID: f.node, Addr: peer}, f.orderKey(), msg)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait(ctx)
+}
+
+var errNoPeerAddr = errors.New("broker: no internal address for the follower")
+
+func (f *follower) orderKey() transport.OrderKey {
+	return transport.OrderKey{Shard: f.l.ref.String(), Log: f.l.addr.Log}
+}
+
+// send pipelines what the shipper asks for while its window allows; it returns when to
+// look again at the latest (zero: on an answer or a wake-up).
+func (f *follower) send(ctx context.Context, st core.ReplicaState) time.Time {
+	l := f.l
+	for {
+		now := time.Now()
+		next := f.sh.Next(now.UnixNano(), st.Earliest, st.Committed)
+		var msg proto.InternalMessage
+		var first, end, bytes uint64
+		switch next.Kind {
+		case replica.SendNothing:
+			if next.WakeAt != 0 {
+				return time.Unix(0, next.WakeAt)
+			}
+			return time.Time{}
+		case replica.SendRecords:
+			var payloads [][]byte
+			payloads, end, bytes = f.readBatch(next)
+			if len(payloads) == 0 {
+				return now.Add(replicaRetry)
+			}
+			first = next.From
+			msg = &proto.ReplicateRecords{Log: l.addr.Log, Shard: wireRef(l.ref), Epoch: l.gen, FirstOffset: first, Payloads: payloads}
+		case replica.SendBootstrap:
+			msg = &proto.ReplicateBootstrap{Log: l.addr.Log, Shard: wireRef(l.ref), Epoch: l.gen, BaseOffset: next.BaseOffset}
+		case replica.SendRebuild:
+			msg = &proto.ReplicateRebuild{Shard: wireRef(l.ref), Log: l.addr.Log, Generation: l.gen, BaseOffset: next.BaseOffset}
+		}
+		peer, ok := l.srv.peerAddr(f.node)
+		if !ok {
+			return now.Add(replicaRetry)
+		}
+		p, err := l.srv.Internal().Pool.Pipeline(ctx, transport.Peer{NodeID: f.node, Addr: peer}, f.orderKey(), msg)
+		if err != nil {
+			return now.Add(replicaRetry) // nothing was sent (shed, backoff, unreachable)
+		}
+		f.corr++
+		f.queue = append(f.queue, inflight{corr: f.corr, pending: p, sentAt: now})
+		if next.Kind == replica.SendRecords {
+			f.sh.Sent(now.UnixNano(), f.corr, first, end, bytes)
+		} else {
+			f.sh.SentOffer(now.UnixNano(), f.corr, next.Kind, next.BaseOffset)
+		}
+	}
+}
+
+// readBatch reads the records [next.From, next.To) of the leader's log, as many as fit
+// next.MaxBytes of payload (at least one), encoded for shipping; end is one past the
+// last and bytes their payload size.
+func (f *follower) readBatch(next replica.Send) (payloads [][]byte, end, bytes uint64) {
+	end = next.From
+	err := f.l.srv.engine.ReadReplica(f.l.addr, next.From, int(min(next.MaxBytes, 1<<30)), func(r *seglog.Record) bool {
+		if r.Offset >= next.To || (len(payloads) > 0 && bytes+uint64(len(r.Payload)) > next.MaxBytes) {
+			return false
+		}
+		payloads = append(payloads, core.AppendReplicaPayload(nil, r))
+		bytes += uint64(len(r.Payload))
+		end = r.Offset + 1
+		return true
+	})
+	if err != nil {
+		f.l.srv.log.Warn("replication: read of the leader's log failed", "shard", f.l.ref.String(), "from", next.From, "err", err)
+		return nil, next.From, 0
+	}
+	return payloads, end, bytes
+}
+
+// answer feeds the oldest in-flight request's answer to the shipper (a transport failure
+// as Unavailable: the shipper sends those records again after its retry delay), and an
+// acknowledgement to the tracker.
+func (f *follower) answer(ctx context.Context, st core.ReplicaState) {
+	q := f.queue[0]
+	f.queue = f.queue[1:]
+	ans, err := q.pending.Wait(ctx)
+	if err != nil {
+		ans = &proto.ReplicateError{Code: proto.InternalUnavailable}
+	}
+	acked := f.sh.Answer(time.Now().UnixNano(), q.corr, ans)
+	if _, has := f.sh.Acked(); has {
+		f.l.advance(st.Durable, f.node, acked)
+	}
+}
+
+// observe publishes the follower's lag, counters and halt.
+func (f *follower) observe(st core.ReplicaState) {
+	acked, _ := f.sh.Acked()
+	f.stats.lag.Store(clampLag(st.Committed, acked))
+	c := f.sh.Stats()
+	f.stats.acks.Add(c.Acks - f.stats.lastAcks)
+	f.stats.resends.Add(c.Resends - f.stats.lastResends)
+	f.stats.gaps.Add(c.Gaps - f.stats.lastGaps)
+	f.stats.conflicts.Add(c.Conflicts - f.stats.lastC)
+	f.stats.halts.Add(c.Halts - f.stats.lastHalts)
+	f.stats.lastAcks, f.stats.lastResends, f.stats.lastGaps, f.stats.lastC, f.stats.lastHalts = c.Acks, c.Resends, c.Gaps, c.Conflicts, c.Halts
+	state, reason := f.sh.State()
+	if state != replica.Halted {
+		reason = ""
+	}
+	f.l.srv.repl.setHalted(f.key, reason, time.Now())
+}
+
+// await waits for the oldest answer, a wake-up from the leader's log, wakeAt, the oldest
+// request's timeout, or replicaRetry, whichever comes first; then handles the answers
+// that arrived.
+func (f *follower) await(ctx context.Context, st core.ReplicaState, wakeAt time.Time) {
+	if f.waiting == 0 || f.waiting <= st.Durable {
+		f.waiting = max(st.Committed, st.Durable) + 1
+		wake := f.wake
+		if err := f.l.srv.engine.WhenDurable(f.l.addr, f.waiting, func() {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}); err != nil {
+			f.waiting = 0
+		}
+	}
+	deadline := time.Now().Add(replicaRetry)
+	if !wakeAt.IsZero() && wakeAt.Before(deadline) {
+		deadline = wakeAt
+	}
+	var answered <-chan struct{}
+	if len(f.queue) > 0 {
+		answered = f.queue[0].pending.Done()
+		if t := f.queue[0].sentAt.Add(replicaTimeout); t.Before(deadline) {
+			deadline = t
+		}
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-answered:
+	case <-f.wake:
+		f.waiting = 0
+	case <-timer.C:
+	}
+	for len(f.queue) > 0 && isDone(f.queue[0].pending) {
+		f.answer(ctx, st)
+	}
+}
+
+func isDone(p *transport.Pending) bool {
+	select {
+	case <-p.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// sleepCtx waits d or until ctx ends; false when ctx ended.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,376 @@
+package broker
+
+// Replication end to end in one process (issue 18 item 4): three broker.Servers on
+// 127.0.0.1 with FELIX_INTERNAL_BIND and FELIX_NODE_ID, the same Quorum stream created on
+// each, and the same fixed placement installed with SetPlacement (leader n1, replica set
+// n2 and n3, generation 1). Every wait is bounded; a failure prints every broker's log.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"felix/cluster/transport"
+	"felix/core"
+	"felix/proto"
+	"felix/seglog"
+)
+
+var replNodes = []string{"n1.felix.test", "n2.felix.test", "n3.felix.test"}
+
+var replOrders = core.StreamName{Tenant: "default", Namespace: "default", Stream: "orders"}
+
+func replOrdersAddr() core.LogAddr {
+	return core.LogAddr{Kind: core.ShardStream, Name: replOrders, Log: proto.LogStream}
+}
+
+// replCluster is three brokers sharing one placement.
+type replCluster struct {
+	t       *testing.T
+	dirs    []string
+	binds   []string // the internal address each broker keeps across restarts
+	brokers []*internalBroker
+	logs    []*syncBuffer // every run's log, kept across restarts
+}
+
+// replPlacement leads every shard of every stream from n1 with n2 and n3 as its replica
+// set, at generation 1.
+func replPlacement(v CatalogView) Ownership {
+	out := Ownership{}
+	for _, st := range v.Streams("", "") {
+		for i := 0; i < int(st.Shards); i++ {
+			ref := core.ShardRef{Kind: core.ShardStream, Name: streamName(st.TenantID, st.Namespace, st.Stream), Shard: i}
+			out[ref] = Assignment{Leader: replNodes[0], ReplicaSet: replNodes[1:], Generation: 1}
+		}
+	}
+	return out
+}
+
+func newReplCluster(t *testing.T) *replCluster {
+	c := &replCluster{t: t, dirs: make([]string, 3), binds: make([]string, 3), brokers: make([]*internalBroker, 3),
+		logs: make([]*syncBuffer, 3)}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, l := range c.logs {
+				t.Logf("---- %s log ----\n%s", replNodes[i], l.String())
+			}
+		}
+	})
+	for i := range c.dirs {
+		c.dirs[i] = t.TempDir()
+		c.binds[i] = "127.0.0.1:0"
+		c.logs[i] = &syncBuffer{}
+		c.start(i)
+		c.binds[i] = c.brokers[i].srv.InternalAddr().String()
+	}
+	for i := range c.brokers {
+		c.place(i)
+	}
+	return c
+}
+
+// start runs broker i on its data dir and internal address and creates the stream on it
+// (a no-op when its catalog already holds it).
+func (c *replCluster) start(i int) {
+	t := c.t
+	t.Helper()
+	env := map[string]string{"FELIX_QUIC_BIND": "127.0.0.1:0", "FELIX_BROKER_METRICS_BIND": "127.0.0.1:0",
+		"FELIX_DURABLE_STORAGE_DIR": filepath.Join(c.dirs[i], "data"), "FELIX_AUTH": "off", "FELIX_CORE_SHARDS": "1",
+		"FELIX_DURABLE_SEGMENT_BYTES": "1048576", "FELIX_READY_FILE": filepath.Join(c.dirs[i], "ready.json"),
+		"FELIX_INTERNAL_BIND": c.binds[i], "FELIX_NODE_ID": replNodes[i]}
+	cfg, _, err := LoadConfig(nil, envOf(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Remove(cfg.ReadyFile)
+	srv, err := New(cfg, slog.New(slog.NewTextHandler(c.logs[i], nil)))
+	if err != nil {
+		t.Fatalf("%s: %v", replNodes[i], err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	b := &internalBroker{srv: srv, logs: c.logs[i]}
+	var once sync.Once
+	b.stop = func() error {
+		var runErr error
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(20 * time.Second):
+				runErr = errors.New("Run did not return within 20 s")
+			}
+		})
+		return runErr
+	}
+	t.Cleanup(func() { _ = b.stop() })
+	waitUntil(t, 20*time.Second, "the ready file of "+replNodes[i], func() bool {
+		data, err := os.ReadFile(cfg.ReadyFile)
+		return err == nil && json.Unmarshal(data, &b.ready) == nil
+	})
+	c.brokers[i] = b
+	st := Stream{TenantID: "default", Namespace: "default", Stream: "orders", Kind: KindStream, Shards: 1, Durable: true,
+		Consistency: ConsistencyQuorum, Delivery: DeliveryAtMostOnce, Routing: "modulo"}
+	if _, err := srv.catalog.CreateStream(st, srv.ApplyCreate); err != nil && !errors.Is(err, ErrExists) {
+		t.Fatalf("%s: create the stream: %v", replNodes[i], err)
+	}
+}
+
+// place installs the shared placement on broker i and waits for its shard's role.
+func (c *replCluster) place(i int) {
+	c.t.Helper()
+	peers := map[string]string{}
+	for j, n := range replNodes {
+		peers[n] = c.binds[j]
+	}
+	srv := c.brokers[i].srv
+	srv.SetPlacement(replPlacement, peers)
+	want := core.RoleFollower
+	if i == 0 {
+		want = core.RoleLeader
+	}
+	waitUntil(c.t, 20*time.Second, replNodes[i]+" holding the shard at generation 1", func() bool {
+		for _, st := range srv.engine.Shards() {
+			if st.Ref.Name == replOrders && st.Role == want && st.Generation == 1 {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// restart stops broker i (if running) and starts it again on the same data dir and
+// internal address, with the placement.
+func (c *replCluster) restart(i int) {
+	c.t.Helper()
+	if err := c.brokers[i].stop(); err != nil {
+		c.t.Fatalf("stop %s: %v", replNodes[i], err)
+	}
+	c.start(i)
+	c.place(i)
+}
+
+// publish publishes one record to the leader; the channel carries its answer.
+func (c *replCluster) publish(payload string) <-chan error {
+	c.t.Helper()
+	ch := make(chan error, 1)
+	req := &core.PublishRequest{Stream: replOrders, Payloads: [][]byte{[]byte(payload)}, Ack: core.AckOnCommit}
+	if err := c.brokers[0].srv.engine.Publish(req, func(_ core.PublishResult, err error) { ch <- err }); err != nil {
+		c.t.Fatal(err)
+	}
+	return ch
+}
+
+// acked waits (bounded) for a publish's answer, which must be a success.
+func (c *replCluster) acked(ch <-chan error, what string) {
+	c.t.Helper()
+	select {
+	case err := <-ch:
+		if err != nil {
+			c.t.Fatalf("%s: %v", what, err)
+		}
+	case <-time.After(30 * time.Second):
+		c.t.Fatalf("%s: not acknowledged within 30 s", what)
+	}
+}
+
+// state is broker i's view of the replicated log.
+func (c *replCluster) state(i int) core.ReplicaState {
+	st, err := c.brokers[i].srv.engine.ReplicaState(replOrdersAddr())
+	if err != nil {
+		return core.ReplicaState{}
+	}
+	return st
+}
+
+// rawLog is every record of broker i's log, each in its replicated encoding.
+func (c *replCluster) rawLog(i int) [][]byte {
+	c.t.Helper()
+	var out [][]byte
+	for next := uint64(0); ; {
+		n := 0
+		err := c.brokers[i].srv.engine.ReadReplica(replOrdersAddr(), next, 1<<20, func(r *seglog.Record) bool {
+			out = append(out, core.AppendReplicaPayload(nil, r))
+			next, n = r.Offset+1, n+1
+			return true
+		})
+		if err != nil {
+			c.t.Fatalf("%s: read: %v", replNodes[i], err)
+		}
+		if n == 0 {
+			return out
+		}
+	}
+}
+
+// identical waits until follower i holds (durably) every record the leader committed,
+// then compares both logs record for record, byte for byte.
+func (c *replCluster) identical(i int) {
+	c.t.Helper()
+	lead := c.state(0).Committed
+	waitUntil(c.t, 30*time.Second, fmt.Sprintf("%s durable at %d", replNodes[i], lead), func() bool {
+		return c.state(i).Durable >= lead
+	})
+	want, got := c.rawLog(0), c.rawLog(i)
+	if len(got) != len(want) {
+		c.t.Fatalf("%s holds %d records, the leader %d", replNodes[i], len(got), len(want))
+	}
+	for k := range want {
+		if !bytes.Equal(want[k], got[k]) {
+			c.t.Fatalf("%s record %d differs from the leader's:\n%x\n%x", replNodes[i], k, got[k], want[k])
+		}
+	}
+}
+
+// notReleased checks that the leader committed offset off's record and holds it
+// unreleased (unacknowledged): nothing can release it without a follower.
+func (c *replCluster) notReleased(ch <-chan error, off uint64) {
+	c.t.Helper()
+	waitUntil(c.t, 20*time.Second, fmt.Sprintf("the leader durable past %d", off), func() bool {
+		return c.state(0).Durable > off
+	})
+	if st := c.state(0); st.Released > off {
+		c.t.Fatalf("released to %d with both followers down", st.Released)
+	}
+	select {
+	case err := <-ch:
+		c.t.Fatalf("acknowledged with both followers down: %v", err)
+	default:
+	}
+}
+
+// Quorum acks need a majority; followers hold the leader's log byte for byte; a stopped
+// follower catches up from its durable offset once restarted.
+func TestReplicationQuorumAcksAndCatchUp(t *testing.T) {
+	c := newReplCluster(t)
+	for k := range 5 {
+		c.acked(c.publish(fmt.Sprintf("r%d", k)), "publish with all three up")
+	}
+	c.identical(1)
+	c.identical(2)
+
+	if err := c.brokers[2].stop(); err != nil {
+		t.Fatal(err)
+	}
+	c.acked(c.publish("r5"), "publish with n3 stopped")
+	if err := c.brokers[1].stop(); err != nil {
+		t.Fatal(err)
+	}
+	held := c.publish("r6")
+	c.notReleased(held, 6)
+
+	c.start(1)
+	c.place(1)
+	c.acked(held, "publish held while both followers were down, once n2 is back")
+	c.identical(1)
+	c.start(2)
+	c.place(2)
+	c.acked(c.publish("r7"), "publish with all three back")
+	c.identical(1)
+	c.identical(2)
+	if got := len(c.rawLog(2)); got != 8 {
+		t.Fatalf("n3 holds %d records after catching up, want 8", got)
+	}
+}
+
+// A follower given a batch past its tail answers LogGap with its tail as
+// expected_offset; the leader, whose next batch lies past a wiped follower's tail, resumes
+// from there and the follower ends identical.
+func TestReplicationLogGapResumes(t *testing.T) {
+	c := newReplCluster(t)
+	for k := range 3 {
+		c.acked(c.publish(fmt.Sprintf("g%d", k)), "publish")
+	}
+	c.identical(2)
+
+	// A batch past n3's tail, sent as the leader (without mTLS a node id is a claim).
+	pool := replPeer(t, replNodes[0])
+	rec := seglog.Record{Offset: 10, TimestampMicros: 1, Kind: seglog.KindData, Payload: []byte("x")}
+	msg := &proto.ReplicateRecords{Log: proto.LogStream, Shard: wireRef(core.ShardRef{Kind: core.ShardStream, Name: replOrders}),
+		Epoch: 1, FirstOffset: 10, Payloads: [][]byte{core.AppendReplicaPayload(nil, &rec)}}
+	ctx := testCtx(t)
+	ans, err := pool.Request(ctx, transport.Peer{NodeID: replNodes[2], Addr: c.binds[2]}, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := ans.(*proto.ReplicateError); !ok || e.Code != proto.InternalLogGap || e.ExpectedOffset != 3 {
+		t.Fatalf("batch past the tail answered %#v, want LogGap expected_offset 3", ans)
+	}
+
+	// n3 loses everything (a new disk): the leader's next batch lies past its tail.
+	if err := c.brokers[2].stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(c.dirs[2], "data")); err != nil {
+		t.Fatal(err)
+	}
+	c.start(2)
+	c.place(2)
+	c.acked(c.publish("g3"), "publish after n3 was wiped")
+	c.identical(2)
+	waitUntil(t, 20*time.Second, "the leader's gap count for n3", func() bool {
+		return metricValue(c.brokers[0].metricsText(t), "felix_replication_gaps_total", replNodes[2]) > 0
+	})
+	if h := halted(t, c.brokers[0]); len(h) != 0 {
+		t.Fatalf("halted replicas: %+v", h)
+	}
+}
+
+// replPeer is a transport Pool dialling as node id id.
+func replPeer(t *testing.T, id string) *transport.Pool {
+	t.Helper()
+	creds, err := transport.LoadCredentials(id, transport.TLSFiles{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := transport.NewPool(creds, transport.PoolOptions{LocalAddr: "127.0.0.1:0", HandshakeTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// metricValue is the value of the series name whose labels mention follower (0 if absent).
+func metricValue(text, name, follower string) float64 {
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, name+"{") && strings.Contains(line, follower) {
+			var v float64
+			if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
+				return v
+			}
+		}
+	}
+	return 0
+}
+
+// halted is GET /replication/halted of b.
+func halted(t *testing.T, b *internalBroker) []HaltedReplica {
+	t.Helper()
+	resp, err := http.Get("http://" + b.srv.HTTPAddr().String() + "/replication/halted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []HaltedReplica
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatalf("/replication/halted: %v: %s", err, body)
+	}
+	return out
+}
