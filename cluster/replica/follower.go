@@ -37,6 +37,28 @@ type FollowerState struct {
 	Ballot Ballot
 	// Records reads stored bytes for the overlap comparison.
 	Records Reader
+	// GenerationStart, when set (generation_start finalized), recognises a
+	// generation-start record among payloads and returns its generation: the epochs
+	// history is then derived from those records, so each entry names the generation that
+	// wrote the records from there on. When nil, a stored batch's epoch names the
+	// generation its records were stored at (what brokers did before generation_start,
+	// with its exposure: a leader re-shipping older records relabels them).
+	GenerationStart func(payload []byte) (generation uint64, ok bool)
+	// Compared is volatile (kept in memory, lost on restart): how far batches of a newer
+	// generation than the log's newest have been compared with the stored records (see
+	// Decision.Compared). The zero value means nothing was.
+	Compared Compared
+}
+
+// Compared says that the stored records below Offset agree with (were compared with, or
+// stored from) the batches of the leader of Generation. A batch of a generation newer than
+// the log's newest must begin at or below the record just before where the newest began
+// (or the log's start), or at or below Compared.Offset at that generation: so every record
+// the divergence rule could truncate, and the one before them, is compared before a record
+// is stored, also across pipelined batches.
+type Compared struct {
+	Generation uint64
+	Offset     uint64
 }
 
 // Action is what the caller does with a Decision before sending its Answer.
@@ -118,6 +140,8 @@ type Decision struct {
 	// answer; Ballot, when non-nil, the new ballot likewise.
 	Epochs []Epoch
 	Ballot *Ballot
+	// Compared, when non-nil, is the caller's new FollowerState.Compared (memory only).
+	Compared *Compared
 	// Reason explains a refusal or a halt in one line (for logs and /replication/halted).
 	Reason string
 }

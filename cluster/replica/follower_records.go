@@ -49,24 +49,38 @@ func decideRecords(st *FollowerState, from string, kind proto.Kind, m *proto.Rep
 	}
 	if end <= st.Tail {
 		synced := st.Durable >= end
-		return Decision{Action: ActAlreadyStored, Answer: ok(corr, max(st.Durable, min(end, st.Tail))),
+		d := Decision{Action: ActAlreadyStored, Answer: ok(corr, max(st.Durable, min(end, st.Tail))),
 			Sync: !synced, Ballot: ballot, Reason: "already stored"}
+		if last, has := lastEpoch(st.Epochs); has && m.Epoch > last.Generation && m.FirstOffset < end {
+			d.Compared = &Compared{Generation: m.Epoch, Offset: end}
+		}
+		return d
 	}
 	return store(st, m, st.Tail, st.Epochs, ballot, ActStore)
 }
 
 // expectedOffset returns where the batch must begin instead, and whether it must: past the
-// tail it is the tail ("begins past the tail"). And the first batch of a generation newer
-// than the log's newest one must begin at or below where that newest generation began (or
-// the log's start), so the overlap compares every record the divergence rule could
-// truncate; a later batch of the same generation continues at the tail.
+// tail it is the tail ("begins past the tail"). And a batch of a generation newer than the
+// log's newest must begin at or below the record before where that newest generation began
+// (or the log's start), or where the batches of its generation compared so far end
+// (FollowerState.Compared), so the overlap compares every record the divergence rule could
+// truncate and the one before them.
 func expectedOffset(st *FollowerState, m *proto.ReplicateRecords) (uint64, bool) {
 	want, gap := st.Tail, m.FirstOffset > st.Tail
-	if last, has := lastEpoch(st.Epochs); has && m.Epoch > last.Generation && st.Tail > st.Start {
-		begin := max(last.StartOffset, st.Start)
-		if m.FirstOffset > begin {
-			return min(begin, st.Tail), true
-		}
+	last, has := lastEpoch(st.Epochs)
+	if !has || m.Epoch <= last.Generation || st.Tail <= st.Start {
+		return want, gap
+	}
+	begin := st.Start
+	if last.StartOffset > st.Start {
+		begin = last.StartOffset - 1
+	}
+	if c := st.Compared; c.Generation == m.Epoch && c.Offset > begin {
+		begin = c.Offset
+	}
+	begin = min(begin, st.Tail)
+	if m.FirstOffset > begin {
+		return begin, true
 	}
 	return want, gap
 }
@@ -98,17 +112,28 @@ func conflict(st *FollowerState, m *proto.ReplicateRecords, diff uint64, ballot 
 }
 
 // store stores the batch's payloads from offset at (the tail, or the truncation point) and
-// records the batch's generation in the history when it is newer than the newest entry.
+// extends the generation history: from the generation-start records stored
+// (FollowerState.GenerationStart), else with the batch's epoch when it is newer than the
+// newest entry.
 func store(st *FollowerState, m *proto.ReplicateRecords, at uint64, history []Epoch, ballot *Ballot, a Action) Decision {
 	payloads := m.Payloads[at-m.FirstOffset:]
 	end := at + uint64(len(payloads))
 	d := Decision{Action: a, Store: payloads, StoreAt: at, Sync: true, Ballot: ballot,
-		Answer: ok(m.CorrelationID, end), Reason: fmt.Sprintf("stores payloads[%d:] at %d", at-m.FirstOffset, at)}
-	last, has := lastEpoch(history)
-	if len(payloads) > 0 && (!has || m.Epoch > last.Generation) {
-		d.Epochs = append(append(make([]Epoch, 0, len(history)+1), history...), Epoch{Generation: m.Epoch, StartOffset: at})
-	} else if a == ActTruncateStore {
-		d.Epochs = history
+		Answer: ok(m.CorrelationID, end), Reason: fmt.Sprintf("stores payloads[%d:] at %d", at-m.FirstOffset, at),
+		Compared: &Compared{Generation: m.Epoch, Offset: end}}
+	grown := append(make([]Epoch, 0, len(history)+1), history...)
+	for i, p := range payloads {
+		last, has := lastEpoch(grown)
+		if st.GenerationStart != nil {
+			if g, isStart := st.GenerationStart(p); isStart && (!has || g > last.Generation) {
+				grown = append(grown, Epoch{Generation: g, StartOffset: at + uint64(i)})
+			}
+		} else if i == 0 && (!has || m.Epoch > last.Generation) {
+			grown = append(grown, Epoch{Generation: m.Epoch, StartOffset: at})
+		}
+	}
+	if len(grown) != len(history) || a == ActTruncateStore {
+		d.Epochs = grown
 	}
 	return d
 }

@@ -46,6 +46,12 @@ func followerState(a args) *FollowerState {
 	tail := r.start + uint64(len(r.recs))
 	st := &FollowerState{Kind: kind, Log: log, Member: !a.has("outsider"), HasLog: !a.has("nolog"),
 		Start: r.start, Tail: tail, Durable: a.u64("durable", tail), Epochs: a.epochs("epochs"), Records: r}
+	if c := a.epochs("compared"); len(c) == 1 {
+		st.Compared = Compared{Generation: c[0].Generation, Offset: c[0].StartOffset}
+	}
+	if a.has("genstart") {
+		st.GenerationStart = parseGenerationStart
+	}
 	g, leader, _ := strings.Cut(a.str("ballot", "1:A"), ":")
 	fmt.Sscan(g, &st.Ballot.Generation)
 	st.Ballot.Leader = leader
@@ -117,6 +123,9 @@ func fmtDecision(st *FollowerState, d Decision) string {
 	}
 	if d.Ballot != nil {
 		fmt.Fprintf(&b, "ballot: %d:%s -> %d:%s\n", st.Ballot.Generation, st.Ballot.Leader, d.Ballot.Generation, d.Ballot.Leader)
+	}
+	if d.Compared != nil {
+		fmt.Fprintf(&b, "compared: below %d at generation %d\n", d.Compared.Offset, d.Compared.Generation)
 	}
 	fmt.Fprintf(&b, "reason: %s\n", d.Reason)
 	return b.String()

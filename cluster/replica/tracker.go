@@ -93,3 +93,24 @@ func (t *Tracker) recompute() uint64 {
 	t.mark = max(t.mark, cand)
 	return t.mark
 }
+
+// MarkWithout returns the offset a majority of the replica set holds when member's copy is
+// not counted. The rebuild policy (docs/replication.md) sends ReplicateRebuild to a halted
+// follower only while MarkWithout(follower) is past the leader's generation start (its
+// generation-start record, or its tail when it began serving): discarding that copy must
+// not leave an acknowledged record, of this generation or an older one, on fewer than a
+// majority.
+func (t *Tracker) MarkWithout(member string) uint64 {
+	t.order = t.order[:0]
+	for m, v := range t.held {
+		if m != member {
+			t.order = append(t.order, v)
+		}
+	}
+	need := t.Majority()
+	if len(t.order) < need {
+		return 0
+	}
+	slices.Sort(t.order)
+	return t.order[len(t.order)-need]
+}

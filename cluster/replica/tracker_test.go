@@ -23,6 +23,8 @@ func TestTracker(t *testing.T) {
 				tr.LeaderDurable(a.u64("durable", 0))
 			case "ack":
 				tr.Acked(a.str("from", ""), a.u64("gen", 1), a.u64("offset", 0))
+			case "mark-without":
+				return fmt.Sprintf("mark=%d without-%s=%d\n", tr.Mark(), a.str("member", ""), tr.MarkWithout(a.str("member", "")))
 			case "ack-mark":
 				return fmt.Sprintf("ack-mark=%d\n", tr.AckMark(int64(a.dur("now")), int64(a.dur("lease"))))
 			default:
