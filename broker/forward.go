@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,9 +65,10 @@ type forwarding struct {
 	pool    *transport.Pool
 	opts    cforward.Options
 	timeout time.Duration
-	// hold stops the placement from refilling the ownership table (tests install a stale
-	// table with Replace and keep it).
-	hold atomic.Bool
+	// hold stops the placement from refilling the ownership table (holdTable: tests install
+	// a stale table and keep it); placeMu orders it with a placement in progress.
+	placeMu sync.Mutex
+	hold    bool
 	rr   atomic.Uint64 // round-robin of unkeyed publishes routed from the catalog
 	m    forwardMetrics
 }
@@ -122,9 +124,20 @@ func slicesClone(p []StaticPeer) []StaticPeer { return append([]StaticPeer(nil),
 // place fills the ownership table with StaticPlacement (the Reconciler's Place), unless a
 // test holds the table.
 func (f *forwarding) place(v CatalogView) {
-	if !f.hold.Load() {
+	f.placeMu.Lock()
+	defer f.placeMu.Unlock()
+	if !f.hold {
 		f.s.owners.Replace(StaticPlacement(f.peers, v))
 	}
+}
+
+// holdTable installs owners as the whole ownership table and keeps it: the placement no
+// longer refills it (the in-process seam of Go tests that make a broker's routes stale).
+func (f *forwarding) holdTable(owners Ownership) {
+	f.placeMu.Lock()
+	defer f.placeMu.Unlock()
+	f.hold = true
+	f.s.owners.Replace(owners)
 }
 
 // peer returns the static peer of node id (compared without case).

@@ -45,11 +45,10 @@ func shardLedBy(t *testing.T, srv *Server, stream string, shards int, node strin
 
 // holdTable installs change(table) on srv and keeps it (the placement no longer refills it).
 func holdTable(srv *Server, change func(Ownership)) {
-	srv.fwd.hold.Store(true)
 	owners, _ := srv.owners.Snapshot()
 	stale := maps.Clone(owners)
 	change(stale)
-	srv.owners.Replace(stale)
+	srv.fwd.holdTable(stale)
 }
 
 func wantMetric(t *testing.T, b *internalBroker, lines ...string) {
