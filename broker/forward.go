@@ -69,8 +69,8 @@ type forwarding struct {
 	// a stale table and keep it); placeMu orders it with a placement in progress.
 	placeMu sync.Mutex
 	hold    bool
-	rr   atomic.Uint64 // round-robin of unkeyed publishes routed from the catalog
-	m    forwardMetrics
+	rr      atomic.Uint64 // round-robin of unkeyed publishes routed from the catalog
+	m       forwardMetrics
 }
 
 // forwardMetrics are the forwarding series on /metrics (docs/operations.md, "Static
