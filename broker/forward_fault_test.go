@@ -223,3 +223,44 @@ func refusedUnauthorized(t *testing.T, b *internalBroker, shard, cacheShard int,
 		t.Errorf("%s cache forward: %#v %v, want ForwardCacheError Unauthorized", name, ans, err)
 	}
 }
+
+// A drain does not wait out a forward's backoff schedule: an owner answering Overload is
+// retried after 1 s backoffs (16 attempts), the ingress drains after the first answer and
+// the forward ends at once, failed shard_unavailable (no attempt outcome was unknown), and
+// the drain is clean.
+func TestDrainEndsForwardRetries(t *testing.T) {
+	c := startCluster(t, 2, nil)
+	c.create(streamsPath, map[string]any{"stream": "s", "shards": 2})
+	a, b := c.brokers[0], c.brokers[1]
+	shard := shardLedBy(t, a.srv, "s", 2, b.srv.cfg.NodeID)
+	b.srv.Internal().Dispatcher.Register(proto.KindAuthorizedForwardPublish, func(_ context.Context, _ string, m proto.InternalMessage) proto.InternalMessage {
+		return &proto.ForwardPublishError{CorrelationID: m.Correlation(), Code: proto.InternalOverload}
+	})
+	a.srv.fwd.opts = cforward.Options{Attempts: 16, Backoff: time.Second, MaxBackoff: time.Second}
+	r := dialClient(t, a.srv, "")
+	id := uint64(1)
+	r.send(&proto.JSONPublishBatch{TenantID: "default", Namespace: "default", Stream: "s", Key: keyToShard(t, shard, 2),
+		Payloads: [][]byte{[]byte("x")}, RequestID: &id, Ack: proto.JSONAckPerBatch})
+	waitUntil(t, 20*time.Second, "the owner's first Overload", func() bool {
+		return strings.Contains(b.metricsText(t), `felix_internal_listener_requests_total{kind="AuthorizedForwardPublish"} 1`)
+	})
+	start := time.Now()
+	answered := make(chan proto.Message, 1)
+	go func() { // not r.next: no t.Fatal off the test goroutine
+		_ = r.st.SetReadDeadline(time.Now().Add(20 * time.Second))
+		var m proto.Message
+		if _, body, err := proto.ReadFrame(r.st, nil, 1<<24); err == nil {
+			m, _ = proto.DecodeMessage(body)
+		}
+		answered <- m
+	}()
+	if err := a.stop(); err != nil {
+		t.Fatalf("drain with a forward in its backoff: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the drain took %v: it waited out the forward's retries", d)
+	}
+	if pe, ok := (<-answered).(*proto.PublishError); !ok || pe.Code != proto.CodeShardUnavailable {
+		t.Fatalf("forward ended by the drain: %#v, want shard_unavailable", pe)
+	}
+}
