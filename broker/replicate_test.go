@@ -374,3 +374,77 @@ func halted(t *testing.T, b *internalBroker) []HaltedReplica {
 	}
 	return out
 }
+
+// replRequest sends msg to broker i as node id from and returns the answer.
+func (c *replCluster) replRequest(from string, i int, msg proto.InternalMessage) proto.InternalMessage {
+	c.t.Helper()
+	ans, err := replPeer(c.t, from).Request(testCtx(c.t), transport.Peer{NodeID: replNodes[i], Addr: c.binds[i]}, msg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return ans
+}
+
+// replBatch is a ReplicateRecords of one data record at off, at epoch.
+func replBatch(epoch, off uint64, payload string) *proto.ReplicateRecords {
+	rec := seglog.Record{Offset: off, TimestampMicros: 1, Kind: seglog.KindData, Payload: []byte(payload)}
+	return &proto.ReplicateRecords{Log: proto.LogStream, Shard: wireRef(core.ShardRef{Kind: core.ShardStream, Name: replOrders}),
+		Epoch: epoch, FirstOffset: off, Payloads: [][]byte{core.AppendReplicaPayload(nil, &rec)}}
+}
+
+func wantReplicateError(t *testing.T, what string, ans proto.InternalMessage, code proto.InternalCode) {
+	t.Helper()
+	if e, ok := ans.(*proto.ReplicateError); !ok || e.Code != code {
+		t.Fatalf("%s answered %#v, want ReplicateError %v", what, ans, code)
+	}
+}
+
+// The follower answers the fence's rows (older epoch FencedEpoch, newer StaleRoute, the
+// same epoch from another leader FencedEpoch), Malformed for a payload that is not a
+// record, UnsupportedKind for a log not replicated yet and FenceOk with its
+// durable_offset; a batch that disagrees with stored bytes halts that follower on the
+// leader, listed by /replication/halted and counted, while the other follower keeps the
+// quorum.
+func TestReplicationRefusalsAndHalt(t *testing.T) {
+	c := newReplCluster(t)
+	for k := range 2 {
+		c.acked(c.publish(fmt.Sprintf("h%d", k)), "publish")
+	}
+	c.identical(2)
+	lead, other := replNodes[0], replNodes[1]
+	wantReplicateError(t, "an older epoch", c.replRequest(lead, 2, replBatch(0, 2, "x")), proto.InternalFencedEpoch)
+	wantReplicateError(t, "a newer epoch", c.replRequest(lead, 2, replBatch(2, 2, "x")), proto.InternalStaleRoute)
+	wantReplicateError(t, "another leader at the epoch", c.replRequest(other, 2, replBatch(1, 2, "x")), proto.InternalFencedEpoch)
+	junk := replBatch(1, 2, "x")
+	junk.Payloads = [][]byte{[]byte("not a record")}
+	wantReplicateError(t, "a payload that is not a record", c.replRequest(lead, 2, junk), proto.InternalMalformed)
+	rebuild := &proto.ReplicateRebuild{Shard: junk.Shard, Log: proto.LogCounters, Generation: 1}
+	if ans, ok := c.replRequest(lead, 2, rebuild).(*proto.UnsupportedKind); !ok || ans.RefusedKind != proto.KindReplicateRebuild {
+		t.Fatalf("rebuild of a log not replicated yet answered %#v", ans)
+	}
+	fence := &proto.Fence{Shard: junk.Shard, Log: proto.LogStream, Generation: 1}
+	if ans, ok := c.replRequest(lead, 2, fence).(*proto.FenceOk); !ok || ans.DurableOffset != 2 || ans.Generation != 1 {
+		t.Fatalf("fence answered %#v, want FenceOk durable_offset 2", ans)
+	}
+	if got := len(c.rawLog(2)); got != 2 {
+		t.Fatalf("n3 holds %d records after the refusals, want 2", got)
+	}
+
+	// n3 takes a record at its tail that the leader never wrote: the leader's own record
+	// at that offset then conflicts.
+	if ans, ok := c.replRequest(lead, 2, replBatch(1, 2, "not the leader's")).(*proto.ReplicateOk); !ok || ans.DurableOffset != 3 {
+		t.Fatalf("a batch at the tail answered %#v, want ReplicateOk durable_offset 3", ans)
+	}
+	c.acked(c.publish("h2"), "publish while n3 diverges (n2 is the majority)")
+	waitUntil(t, 20*time.Second, "n3 listed halted", func() bool {
+		h := halted(t, c.brokers[0])
+		return len(h) == 1 && h[0].Follower == replNodes[2] && h[0].Reason == "diverged" && h[0].Log == "stream" && h[0].Since != ""
+	})
+	text := c.brokers[0].metricsText(t)
+	for _, name := range []string{"felix_replication_conflicts_total", "felix_replication_halts_total"} {
+		if metricValue(text, name, replNodes[2]) < 1 {
+			t.Fatalf("%s for n3 not counted:\n%s", name, text)
+		}
+	}
+	c.identical(1)
+}
