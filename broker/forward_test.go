@@ -151,7 +151,7 @@ func dialClient(t *testing.T, srv *Server, token string, features ...string) *ra
 		t.Fatal(err)
 	}
 	r := &rawStream{t: t, st: st}
-	flags := uint16(0x003F)
+	flags := uint16(0x003F) | proto.FlagPublishKeyed
 	r.send(&proto.Auth{TenantID: "default", Token: token, ClientFlags: &flags,
 		Features: append([]string{proto.FeatureErrorCodes, proto.FeatureRoutingKeys, proto.FeatureCounters, proto.FeatureCacheDelete}, features...)})
 	if m, ok := r.next().(*proto.AuthOK); !ok {
@@ -277,4 +277,47 @@ func TestForwardedIdempotentPublish(t *testing.T) {
 		t.Fatalf("the owner stored %d records, want 1", info.NextOffsets[shard])
 	}
 	wantMetric(t, b, `felix_internal_listener_requests_total{kind="IdempotentForwardPublish"} 2`)
+}
+
+// Binary keyed acked batches (0x0009 with 0x4000) through a non-owner are forwarded as they
+// are: every one acked ok, and each shard's owner holds exactly the records whose keys
+// route to it (the payloads stay in the read buffer until the owner answered).
+func TestForwardedBinaryPublishes(t *testing.T) {
+	c := startCluster(t, 2, nil)
+	c.create(streamsPath, map[string]any{"stream": "bin", "shards": 4})
+	a := c.brokers[0]
+	r := dialClient(t, a.srv, "")
+	perShard := map[int]uint64{}
+	for i := range 30 {
+		key := []byte(fmt.Sprintf("device-%d", i))
+		b := &proto.PublishBatch{Acked: true, RequestID: uint64(i + 1), AckMode: proto.AckPerBatch, Key: key,
+			TenantID: []byte("default"), Namespace: []byte("default"), Stream: []byte("bin"),
+			Payloads: [][]byte{[]byte("one"), []byte("two")}}
+		frame, err := proto.AppendPublishBatch(nil, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.st.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+		perShard[core.RouteKey(core.RoutingModulo, key, 4)] += 2
+	}
+	for i := range 30 {
+		_ = r.st.SetReadDeadline(time.Now().Add(20 * time.Second))
+		_, body, err := proto.ReadFrame(r.st, nil, 1<<24)
+		var ack proto.PublishAck
+		if err == nil {
+			err = proto.DecodePublishAck(body, &ack)
+		}
+		if err != nil || ack.Status != proto.AckStatusOK {
+			t.Fatalf("binary ack %d: %+v %v", i, ack, err)
+		}
+	}
+	name := core.StreamName{Tenant: "default", Namespace: "default", Stream: "bin"}
+	for shard, n := range perShard {
+		owner := c.byID(leaderOf(t, a.srv, core.ShardRef{Kind: core.ShardStream, Name: name, Shard: shard}))
+		if info, _ := owner.srv.engine.StreamInfo(name); info.NextOffsets[shard] != n {
+			t.Fatalf("shard %d on %s holds %d records, want %d", shard, owner.srv.cfg.NodeID, info.NextOffsets[shard], n)
+		}
+	}
 }
