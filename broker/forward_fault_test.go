@@ -95,7 +95,9 @@ func TestStaleTableConvergesViaNotLeader(t *testing.T) {
 }
 
 // The owner down: a forward outstanding when the owner's connection drops is answered
-// indeterminate (never failed, never retried); an owner that cannot be reached is retried
+// indeterminate (never failed, never retried; and never acked early, although
+// FELIX_ACK_ON_COMMIT is false here: the first answer the client reads is that
+// indeterminate); an owner that cannot be reached is retried
 // within the attempt budget (3 here), then the publish fails shard_unavailable.
 func TestForwardOwnerDown(t *testing.T) {
 	c := startCluster(t, 2, nil)
