@@ -41,7 +41,8 @@ type replCluster struct {
 	dirs    []string
 	binds   []string // the internal address each broker keeps across restarts
 	brokers []*internalBroker
-	logs    []*syncBuffer // every run's log, kept across restarts
+	logs    []*syncBuffer     // every run's log, kept across restarts
+	env     map[string]string // settings over the test defaults
 }
 
 // replPlacement leads every shard of every stream from n1 with n2 and n3 as its replica
@@ -57,9 +58,9 @@ func replPlacement(v CatalogView) Ownership {
 	return out
 }
 
-func newReplCluster(t *testing.T) *replCluster {
+func newReplCluster(t *testing.T, env map[string]string) *replCluster {
 	c := &replCluster{t: t, dirs: make([]string, 3), binds: make([]string, 3), brokers: make([]*internalBroker, 3),
-		logs: make([]*syncBuffer, 3)}
+		logs: make([]*syncBuffer, 3), env: env}
 	t.Cleanup(func() {
 		if t.Failed() {
 			for i, l := range c.logs {
@@ -89,6 +90,9 @@ func (c *replCluster) start(i int) {
 		"FELIX_DURABLE_STORAGE_DIR": filepath.Join(c.dirs[i], "data"), "FELIX_AUTH": "off", "FELIX_CORE_SHARDS": "1",
 		"FELIX_DURABLE_SEGMENT_BYTES": "1048576", "FELIX_READY_FILE": filepath.Join(c.dirs[i], "ready.json"),
 		"FELIX_INTERNAL_BIND": c.binds[i], "FELIX_NODE_ID": replNodes[i]}
+	for k, v := range c.env {
+		env[k] = v
+	}
 	cfg, _, err := LoadConfig(nil, envOf(env))
 	if err != nil {
 		t.Fatal(err)
@@ -198,8 +202,14 @@ func (c *replCluster) state(i int) core.ReplicaState {
 // rawLog is every record of broker i's log, each in its replicated encoding.
 func (c *replCluster) rawLog(i int) [][]byte {
 	c.t.Helper()
+	return c.rawLogFrom(i, 0)
+}
+
+// rawLogFrom is the records of broker i's log from offset from.
+func (c *replCluster) rawLogFrom(i int, from uint64) [][]byte {
+	c.t.Helper()
 	var out [][]byte
-	for next := uint64(0); ; {
+	for next := from; ; {
 		n := 0
 		err := c.brokers[i].srv.engine.ReadReplica(replOrdersAddr(), next, 1<<20, func(r *seglog.Record) bool {
 			out = append(out, core.AppendReplicaPayload(nil, r))
@@ -223,7 +233,8 @@ func (c *replCluster) identical(i int) {
 	waitUntil(c.t, 30*time.Second, fmt.Sprintf("%s durable at %d", replNodes[i], lead), func() bool {
 		return c.state(i).Durable >= lead
 	})
-	want, got := c.rawLog(0), c.rawLog(i)
+	from := max(c.state(0).Earliest, c.state(i).Earliest) // retention runs on each replica
+	want, got := c.rawLogFrom(0, from), c.rawLogFrom(i, from)
 	if len(got) != len(want) {
 		c.t.Fatalf("%s holds %d records, the leader %d", replNodes[i], len(got), len(want))
 	}
@@ -254,7 +265,7 @@ func (c *replCluster) notReleased(ch <-chan error, off uint64) {
 // Quorum acks need a majority; followers hold the leader's log byte for byte; a stopped
 // follower catches up from its durable offset once restarted.
 func TestReplicationQuorumAcksAndCatchUp(t *testing.T) {
-	c := newReplCluster(t)
+	c := newReplCluster(t, nil)
 	for k := range 5 {
 		c.acked(c.publish(fmt.Sprintf("r%d", k)), "publish with all three up")
 	}
@@ -289,7 +300,7 @@ func TestReplicationQuorumAcksAndCatchUp(t *testing.T) {
 // expected_offset; the leader, whose next batch lies past a wiped follower's tail, resumes
 // from there and the follower ends identical.
 func TestReplicationLogGapResumes(t *testing.T) {
-	c := newReplCluster(t)
+	c := newReplCluster(t, nil)
 	for k := range 3 {
 		c.acked(c.publish(fmt.Sprintf("g%d", k)), "publish")
 	}
@@ -406,7 +417,7 @@ func wantReplicateError(t *testing.T, what string, ans proto.InternalMessage, co
 // leader, listed by /replication/halted and counted, while the other follower keeps the
 // quorum.
 func TestReplicationRefusalsAndHalt(t *testing.T) {
-	c := newReplCluster(t)
+	c := newReplCluster(t, nil)
 	for k := range 2 {
 		c.acked(c.publish(fmt.Sprintf("h%d", k)), "publish")
 	}
@@ -447,4 +458,37 @@ func TestReplicationRefusalsAndHalt(t *testing.T) {
 		}
 	}
 	c.identical(1)
+}
+
+// A follower that lost its disk while the leader's retention dropped the head of the log
+// is bootstrapped: LogGap to 0, below the leader's earliest offset, so ReplicateBootstrap
+// places its log at that offset and shipping resumes from there.
+func TestReplicationBootstrapsBelowTheLeadersEarliest(t *testing.T) {
+	c := newReplCluster(t, map[string]string{"FELIX_DURABLE_SEGMENT_BYTES": "4096",
+		"FELIX_DURABLE_RETENTION_BYTES": "8192", "FELIX_DURABLE_RETENTION_INTERVAL_SECONDS": "1"})
+	payload := strings.Repeat("b", 1000)
+	for range 4 {
+		c.acked(c.publish(payload), "publish")
+	}
+	c.identical(2)
+	if err := c.brokers[2].stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(c.dirs[2], "data")); err != nil {
+		t.Fatal(err)
+	}
+	for range 16 {
+		c.acked(c.publish(payload), "publish while n3 is away")
+	}
+	waitUntil(t, 30*time.Second, "the leader's retention past offset 4", func() bool { return c.state(0).Earliest > 4 })
+	c.start(2)
+	c.place(2)
+	c.acked(c.publish(payload), "publish once n3 is back")
+	c.identical(2)
+	if st := c.state(2); st.Earliest == 0 || st.Tail != c.state(0).Committed {
+		t.Fatalf("n3 after the bootstrap: %+v, leader %+v", st, c.state(0))
+	}
+	if h := halted(t, c.brokers[0]); len(h) != 0 {
+		t.Fatalf("halted replicas: %+v", h)
+	}
 }
