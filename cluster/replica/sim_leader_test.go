@@ -29,7 +29,7 @@ type leader struct {
 	shippers    map[sim.NodeID]*Shipper
 	corrTo      map[uint64]sim.NodeID
 	tracker     *Tracker
-	pending     []ackedRecord
+	released    uint64 // records below this were reported to the clients as acknowledged
 	ownEpoch    bool
 	baseTail    uint64 // the log's tail when it began leading
 }
@@ -69,7 +69,8 @@ func (l *leader) fence(n *node, now sim.Time) []sim.Envelope[simMsg] {
 }
 
 // put appends a client write while serving; otherwise the write is dropped (the client
-// hears nothing and the write is never acknowledged).
+// hears nothing). Every record below the quorum mark is acknowledged: to its publisher, and
+// to subscribers and history readers, who see it (tick).
 func (n *node) put(val uint64) {
 	l := n.lead
 	if l == nil || !l.serving {
@@ -80,9 +81,7 @@ func (n *node) put(val uint64) {
 		n.writeEpochs(append(append([]Epoch(nil), n.epochs...), Epoch{Generation: l.gen, StartOffset: off}))
 		l.ownEpoch = true
 	}
-	rec := fmt.Sprintf("w%d.%d", l.gen, val)
-	n.appendRecords([][]byte{[]byte(rec)})
-	l.pending = append(l.pending, ackedRecord{val: val, offset: off, rec: rec, gen: l.gen})
+	n.appendRecords([][]byte{[]byte(fmt.Sprintf("w%d.%d", l.gen, val))})
 }
 
 // serve: a majority took the fence. With generation_start the leader writes its
@@ -143,10 +142,14 @@ func (l *leader) fenceAnswer(n *node, id sim.NodeID, m proto.InternalMessage) []
 			return nil
 		}
 		l.fenced[id] = a.DurableOffset
+		// Start one record below the tail it inherited (or lower): there is always a batch to
+		// compare and acknowledge, also for a follower that holds all of it already.
 		l.shippers[id] = NewShipper(ShipperConfig{Generation: l.gen, Window: simWindow,
-			RetryDelay: simRetryDelay, Timeout: simTimeout}, min(a.DurableOffset, l.baseTail))
+			RetryDelay: simRetryDelay, Timeout: simTimeout}, min(a.DurableOffset, max(l.baseTail, 1)-1))
 		if !l.serving && 1+len(l.fenced) >= n.majority() {
 			l.serve(n)
+		} else if l.serving && n.w.bugStaleTail {
+			l.tracker.Acked(nodeName(id), l.gen, a.DurableOffset) // planted: a longer tail counts
 		}
 	case *proto.ReplicateError:
 		if a.Code == proto.InternalFencedEpoch {
@@ -173,17 +176,10 @@ func (l *leader) tick(n *node, now sim.Time) []sim.Envelope[simMsg] {
 			out = append(out, l.ship(n, now, id, sh)...)
 		}
 	}
-	mark := l.tracker.Mark()
 	var acks []ackedRecord
-	keep := l.pending[:0]
-	for _, p := range l.pending {
-		if p.offset < mark {
-			acks = append(acks, p)
-		} else {
-			keep = append(keep, p)
-		}
+	for mark := l.tracker.Mark(); l.released < mark; l.released++ {
+		acks = append(acks, ackedRecord{offset: l.released, rec: string(n.log[l.released]), gen: l.gen})
 	}
-	l.pending = keep
 	if len(acks) > 0 {
 		out = append(out, sim.Envelope[simMsg]{To: sim.External, Msg: simMsg{ctl: ctlAcked, acks: acks}})
 	}

@@ -34,9 +34,8 @@ type simMsg struct {
 	m    proto.InternalMessage
 }
 
-// ackedRecord is a client write the leader acknowledged: below its quorum mark.
+// ackedRecord is a record a leader acknowledged (released): below its quorum mark.
 type ackedRecord struct {
-	val    uint64
 	offset uint64
 	rec    string
 	gen    uint64

@@ -116,3 +116,16 @@ func TestSimulation(t *testing.T) {
 	}
 	t.Logf("%d of %d seeds caught up after healing; %d wait on a rebuild the policy refuses", len(seeds)-stuck, len(seeds), stuck)
 }
+
+// TestSimulationFindsPlantedAnomaly gives the checker teeth: with a tracker that counts a
+// follower's longer stale tail (a FenceOk's durable_offset, or a ReplicateOk's past the
+// batch it answers), the same seed loop must find an acknowledged record lost.
+func TestSimulationFindsPlantedAnomaly(t *testing.T) {
+	for seed := uint64(1); seed <= 200; seed++ {
+		if _, err := runSimulation(seed, true, true); err != nil {
+			t.Logf("seed %d catches the stale-tail tracker: %.200s", seed, err)
+			return
+		}
+	}
+	t.Fatal("200 seeds of the stale-tail tracker found no lost acknowledged record")
+}

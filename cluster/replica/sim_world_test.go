@@ -21,7 +21,7 @@ type world struct {
 	gen          uint64
 	leaderID     sim.NodeID
 	nextVal      uint64
-	acked        map[uint64]ackedRecord
+	acked        map[string]ackedRecord // by record
 	ackErr       error
 }
 
@@ -50,23 +50,26 @@ func parseGenerationStart(p []byte) (uint64, bool) {
 
 // newWorld builds a run of n replicas with the given options.
 func newWorld(opts sim.Options, n int, genStart, bugStaleTail bool, trace func(string)) *world {
-	w := &world{genStart: genStart, bugStaleTail: bugStaleTail, acked: map[uint64]ackedRecord{}}
-	w.s = sim.New(sim.Config[simMsg]{Options: opts, New: newNode(w), Format: formatSimMsg,
+	w := &world{genStart: genStart, bugStaleTail: bugStaleTail, acked: map[string]ackedRecord{}}
+	format := formatSimMsg
+	if trace == nil {
+		// cluster/sim formats every message it sends, traced or not: skip the work.
+		format = func(simMsg) string { return "" }
+	}
+	w.s = sim.New(sim.Config[simMsg]{Options: opts, New: newNode(w), Format: format,
 		Corrupt: corruptSimMsg, External: w.external, Trace: trace})
 	w.nodes = w.s.AddNodes(n)
 	return w
 }
 
-// external receives the leaders' acknowledgements; a value acknowledged twice at different
-// offsets is an error.
+// external receives the leaders' acknowledgements (the records released below their quorum
+// marks); a record acknowledged at two offsets, or two records at one, is an error.
 func (w *world) external(_ sim.Time, _ sim.NodeID, m simMsg) {
 	for _, a := range m.acks {
-		if old, seen := w.acked[a.val]; seen && old.offset != a.offset && w.ackErr == nil {
-			w.ackErr = fmt.Errorf("write %d acknowledged at offset %d and at %d", a.val, old.offset, a.offset)
+		if old, seen := w.acked[a.rec]; seen && old.offset != a.offset && w.ackErr == nil {
+			w.ackErr = fmt.Errorf("%s acknowledged at offset %d and at %d", a.rec, old.offset, a.offset)
 		}
-		if _, seen := w.acked[a.val]; !seen {
-			w.acked[a.val] = a
-		}
+		w.acked[a.rec] = a
 	}
 }
 
@@ -167,7 +170,7 @@ func (w *world) heal() error {
 			_ = w.s.Restart(id)
 		}
 	}
-	for i := range 40 {
+	for i := range 16 {
 		// No leader, or followers halted for a while: placement tries another replica
 		// (its log may not conflict where the current leader's does).
 		if e := w.eligible(); len(e) > 0 && (w.serving() == nil || i%8 == 7) {
@@ -244,7 +247,7 @@ func (w *world) ackedInOrder() []ackedRecord {
 	for _, a := range w.acked {
 		out = append(out, a)
 	}
-	slices.SortFunc(out, func(a, b ackedRecord) int { return int(a.val) - int(b.val) })
+	slices.SortFunc(out, func(a, b ackedRecord) int { return int(a.offset) - int(b.offset) })
 	return out
 }
 
