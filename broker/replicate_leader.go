@@ -82,10 +82,14 @@ func (r *replication) startLeader(parent context.Context, ref core.ShardRef, w l
 	return l, nil
 }
 
-// halt stops the shard's shippers and waits for them.
+// halt stops the shard's shippers, waits for them and clears their followers' halts
+// (this leader no longer ships to them).
 func (l *leaderShard) halt() {
 	l.cancel()
 	l.wg.Wait()
+	for _, f := range l.replicaSet {
+		l.srv.repl.setHalted(haltKey{shard: l.ref, log: l.addr.Log, follower: f}, "", time.Time{})
+	}
 }
 
 // advance feeds the tracker (the leader's own durable offset, and a follower's

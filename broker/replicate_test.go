@@ -492,3 +492,60 @@ func TestReplicationBootstrapsBelowTheLeadersEarliest(t *testing.T) {
 		t.Fatalf("halted replicas: %+v", h)
 	}
 }
+
+// A leadership change through the table: n2 leads at generation 2 with n1 and n3 as its
+// replica set. n1 stops shipping and follows; n2 ships what it holds and acknowledges
+// once a majority holds it; all three logs end identical.
+func TestReplicationLeaderChange(t *testing.T) {
+	c := newReplCluster(t, nil)
+	for k := range 3 {
+		c.acked(c.publish(fmt.Sprintf("l%d", k)), "publish to n1")
+	}
+	c.identical(1)
+	peers := map[string]string{}
+	for j, n := range replNodes {
+		peers[n] = c.binds[j]
+	}
+	moved := func(v CatalogView) Ownership {
+		out := replPlacement(v)
+		for ref := range out {
+			out[ref] = Assignment{Leader: replNodes[1], ReplicaSet: []string{replNodes[0], replNodes[2]}, Generation: 2}
+		}
+		return out
+	}
+	for i, b := range c.brokers {
+		b.srv.SetPlacement(moved, peers)
+		want := core.RoleFollower
+		if i == 1 {
+			want = core.RoleLeader
+		}
+		waitUntil(t, 20*time.Second, replNodes[i]+" at generation 2", func() bool {
+			st := c.state(i)
+			return st.Role == want && st.Generation == 2
+		})
+	}
+	waitUntil(t, 20*time.Second, "n1's shippers stopped", func() bool {
+		c.brokers[0].srv.repl.mu.Lock()
+		defer c.brokers[0].srv.repl.mu.Unlock()
+		return len(c.brokers[0].srv.repl.leaders) == 0
+	})
+	ch := make(chan error, 1)
+	req := &core.PublishRequest{Stream: replOrders, Payloads: [][]byte{[]byte("on n2")}, Ack: core.AckOnCommit}
+	if err := c.brokers[1].srv.engine.Publish(req, func(_ core.PublishResult, err error) { ch <- err }); err != nil {
+		t.Fatal(err)
+	}
+	c.acked(ch, "publish to n2 at generation 2")
+	lead := c.state(1).Committed
+	for _, i := range []int{0, 2} {
+		waitUntil(t, 30*time.Second, fmt.Sprintf("%s durable at %d", replNodes[i], lead), func() bool { return c.state(i).Durable >= lead })
+		want, got := c.rawLog(1), c.rawLog(i)
+		if len(got) != len(want) || len(want) != 4 {
+			t.Fatalf("%s holds %d records, n2 %d (want 4)", replNodes[i], len(got), len(want))
+		}
+		for k := range want {
+			if !bytes.Equal(want[k], got[k]) {
+				t.Fatalf("%s record %d differs from n2's", replNodes[i], k)
+			}
+		}
+	}
+}
