@@ -549,3 +549,49 @@ func TestReplicationLeaderChange(t *testing.T) {
 		}
 	}
 }
+
+// A Leader-consistency stream with a replica set is acknowledged at the leader's local
+// commit, even with both followers stopped, and still shipped: the followers catch up.
+func TestReplicationLeaderConsistencyShips(t *testing.T) {
+	c := newReplCluster(t, nil)
+	events := core.StreamName{Tenant: "default", Namespace: "default", Stream: "events"}
+	addr := core.LogAddr{Kind: core.ShardStream, Name: events, Log: proto.LogStream}
+	createEvents := func(i int) {
+		srv := c.brokers[i].srv
+		st := Stream{TenantID: "default", Namespace: "default", Stream: "events", Kind: KindStream, Shards: 1, Durable: true,
+			Consistency: ConsistencyLeader, Delivery: DeliveryAtMostOnce, Routing: "modulo"}
+		if _, err := srv.catalog.CreateStream(st, srv.ApplyCreate); err != nil && !errors.Is(err, ErrExists) {
+			t.Fatal(err)
+		}
+		waitUntil(t, 20*time.Second, replNodes[i]+" holding events at generation 1", func() bool {
+			st, err := srv.engine.ReplicaState(addr)
+			return err == nil && st.Generation == 1
+		})
+	}
+	for i := range c.brokers {
+		createEvents(i)
+	}
+	for _, i := range []int{1, 2} {
+		if err := c.brokers[i].stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch := make(chan error, 1)
+	req := &core.PublishRequest{Stream: events, Payloads: [][]byte{[]byte("e0"), []byte("e1")}, Ack: core.AckOnCommit}
+	if err := c.brokers[0].srv.engine.Publish(req, func(_ core.PublishResult, err error) { ch <- err }); err != nil {
+		t.Fatal(err)
+	}
+	c.acked(ch, "Leader-consistency publish with both followers stopped")
+	for _, i := range []int{1, 2} {
+		c.start(i)
+		c.place(i)
+		createEvents(i)
+		waitUntil(t, 30*time.Second, replNodes[i]+" caught up on events", func() bool {
+			st, err := c.brokers[i].srv.engine.ReplicaState(addr)
+			return err == nil && st.Durable == 2
+		})
+	}
+	if logs := c.logs[0].String(); strings.Contains(logs, "release failed") {
+		t.Fatalf("the leader released a Leader stream through Release:\n%s", logs)
+	}
+}
