@@ -5,7 +5,7 @@ package broker
 // fences the follower (Fence → FenceOk's durable_offset is where shipping starts), then
 // reads committed records from the leader's log (core.Engine.ReadReplica: never a
 // client's buffer), sends ReplicateRecords through transport.Pool.Pipeline on the
-// (follower, shard, log) ordered stream within the shipper's window of bytes in flight,
+// follower's ordered stream of the shard's log (orderKey) within the shipper's window of bytes in flight,
 // feeds every answer to its replica.Shipper and every acknowledgement to the shard's
 // replica.Tracker, and hands the quorum mark to core.Engine.Release (Quorum streams; a
 // Leader stream releases at its local commit and is shipped all the same).
@@ -13,6 +13,8 @@ package broker
 import (
 	"context"
 	"errors"
+	"hash/fnv"
+	"strconv"
 	"sync"
 	"time"
 
@@ -202,8 +204,16 @@ func (f *follower) request(ctx context.Context, msg proto.InternalMessage) (prot
 
 var errNoPeerAddr = errors.New("broker: no internal address for the follower")
 
+// replicaStreams is how many ordered streams replication uses per peer and log (well
+// under the transport's MaxOrderedStreams of 32 per connection): a shard always takes the
+// same one, so its batches stay in order, and shards sharing one are handled in turn.
+const replicaStreams = 8
+
+// orderKey is the ordered stream of the follower's batches of this shard's log.
 func (f *follower) orderKey() transport.OrderKey {
-	return transport.OrderKey{Shard: f.l.ref.String(), Log: f.l.addr.Log}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(f.l.ref.String()))
+	return transport.OrderKey{Shard: "replication/" + strconv.Itoa(int(h.Sum32()%replicaStreams)), Log: f.l.addr.Log}
 }
 
 // send pipelines what the shipper asks for while its window allows; it returns when to
