@@ -177,7 +177,7 @@ func (l *leader) tick(n *node, now sim.Time) []sim.Envelope[simMsg] {
 		}
 	}
 	var acks []ackedRecord
-	for mark := l.tracker.Mark(); l.released < mark; l.released++ {
+	for mark := min(l.tracker.Mark(), uint64(len(n.log))); l.released < mark; l.released++ {
 		acks = append(acks, ackedRecord{offset: l.released, rec: string(n.log[l.released]), gen: l.gen})
 	}
 	if len(acks) > 0 {
