@@ -34,6 +34,7 @@ type replication struct {
 	kick    atomic.Pointer[chan struct{}] // a reconcile pass ran: re-plan the shippers (nil before the start)
 	stop    context.CancelFunc
 	stopped chan struct{}
+	exited  sync.WaitGroup // waits for halted shippers to end (stopReplication)
 
 	mu       sync.Mutex
 	leaders  map[core.ShardRef]*leaderShard // running shippers, by shard
@@ -117,7 +118,9 @@ func (s *Server) startReplication() {
 	r.changed()
 }
 
-// stopReplication stops every shipper (before the pool closes); idempotent.
+// stopReplication stops every shipper before the pool closes (nothing is released or
+// sent from then on); idempotent. waitReplication, after the pool closed (which ends a
+// dial in progress), waits for their goroutines.
 func (s *Server) stopReplication() {
 	r := &s.repl
 	if r.stop == nil {
@@ -132,8 +135,13 @@ func (s *Server) stopReplication() {
 	r.mu.Unlock()
 	for _, l := range leaders {
 		l.halt()
+		r.exited.Add(1)
+		go func() { defer r.exited.Done(); l.wait() }()
 	}
 }
+
+// waitReplication waits for every stopped shipper's goroutine to end.
+func (s *Server) waitReplication() { s.repl.exited.Wait() }
 
 // changed asks for a re-plan of the shippers (the reconciler's Applied hook; never blocks).
 func (r *replication) changed() {
@@ -199,6 +207,8 @@ func (r *replication) plan(ctx context.Context) {
 		if l.quorum {
 			_ = s.engine.SetReplicated(l.ref, false) // still leading without a replica set: release at commit
 		}
+		r.exited.Add(1)
+		go func() { defer r.exited.Done(); l.wait() }() // not holding up the shippers started next
 	}
 	for ref, w := range want {
 		r.mu.Lock()

@@ -49,6 +49,7 @@ type leaderShard struct {
 	tracker  *replica.Tracker
 	released uint64
 
+	ctx    context.Context // the shippers'; ended by halt
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -72,7 +73,7 @@ func (r *replication) startLeader(parent context.Context, ref core.ShardRef, w l
 		tracker: replica.NewTracker(replica.TrackerConfig{Generation: w.gen, Leader: s.nodeID(), ReplicaSet: members,
 			Floor: st.Released, MajorityAck: true})}
 	ctx, cancel := context.WithCancel(parent)
-	l.cancel = cancel
+	l.ctx, l.cancel = ctx, cancel
 	for _, f := range w.replicaSet {
 		l.wg.Add(1)
 		go func() {
@@ -84,21 +85,30 @@ func (r *replication) startLeader(parent context.Context, ref core.ShardRef, w l
 	return l, nil
 }
 
-// halt stops the shard's shippers, waits for them and clears their followers' halts
-// (this leader no longer ships to them).
+// halt stops the shard's shippers: from its return nothing releases through this
+// leaderShard any more (advance checks the context under l.mu) and their followers'
+// halts are cleared; the goroutines end on their own (a dial in progress may take its
+// handshake timeout) and wait reports when they did.
 func (l *leaderShard) halt() {
+	l.mu.Lock()
 	l.cancel()
-	l.wg.Wait()
+	l.mu.Unlock()
 	for _, f := range l.replicaSet {
 		l.srv.repl.setHalted(haltKey{shard: l.ref, log: l.addr.Log, follower: f}, "", time.Time{})
 	}
 }
+
+// wait waits for the shard's shippers to end (after halt).
+func (l *leaderShard) wait() { l.wg.Wait() }
 
 // advance feeds the tracker (the leader's own durable offset, and a follower's
 // acknowledgement when follower != "") and releases up to the quorum mark.
 func (l *leaderShard) advance(durable uint64, follower string, acked uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.ctx.Err() != nil {
+		return // halted: the shard may have been detached or moved since
+	}
 	mark := l.tracker.LeaderDurable(durable)
 	if follower != "" {
 		mark = l.tracker.Acked(follower, l.gen, acked)
@@ -163,8 +173,8 @@ func (l *leaderShard) ship(ctx context.Context, node string) {
 	}
 }
 
-// fence sends Fence until the follower answers FenceOk and returns its durable_offset;
-// ok=false when ctx ended or the follower knows a newer generation.
+// fence sends Fence until the follower answers FenceOk and returns its durable_offset,
+// capped at the leader's committed offset; ok=false when ctx ended or the follower knows a newer generation.
 func (f *follower) fence(ctx context.Context) (uint64, bool) {
 	l := f.l
 	for ctx.Err() == nil {
@@ -172,6 +182,9 @@ func (f *follower) fence(ctx context.Context) (uint64, bool) {
 		if err == nil {
 			switch a := ans.(type) {
 			case *proto.FenceOk:
+				if st, err := l.srv.engine.ReplicaState(l.addr); err == nil && st.Committed < a.DurableOffset {
+					return st.Committed, true // a longer tail is compared from the leader's own
+				}
 				return a.DurableOffset, true
 			case *proto.ReplicateError:
 				if a.Code == proto.InternalFencedEpoch {

@@ -595,3 +595,29 @@ func TestReplicationLeaderConsistencyShips(t *testing.T) {
 		t.Fatalf("the leader released a Leader stream through Release:\n%s", logs)
 	}
 }
+
+// A table that empties the shard's replica set stops its shippers and detaches it: a
+// publish held for the quorum mark is then acknowledged at the local commit.
+func TestReplicationReplicaSetRemoved(t *testing.T) {
+	c := newReplCluster(t, nil)
+	c.acked(c.publish("s0"), "publish")
+	for _, i := range []int{1, 2} {
+		if err := c.brokers[i].stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := c.publish("s1")
+	c.notReleased(held, 1)
+	alone := func(v CatalogView) Ownership {
+		out := replPlacement(v)
+		for ref := range out {
+			out[ref] = Assignment{Leader: replNodes[0], Generation: 1}
+		}
+		return out
+	}
+	c.brokers[0].srv.SetPlacement(alone, nil)
+	c.acked(held, "held publish once the replica set is empty")
+	if st := c.state(0); st.Released != 2 {
+		t.Fatalf("leader after the replica set was removed: %+v", st)
+	}
+}

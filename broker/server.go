@@ -321,6 +321,7 @@ func (s *Server) drain(acceptDone <-chan struct{}) error {
 	clean = clean && waitTimeout(&s.inflight, time.Until(deadline))
 	s.stopReplication()                        // replicate.go: shippers end before the pool closes
 	clean = s.closeInternal(deadline) && clean // pool (fail waiters), then peer connections
+	s.waitReplication()                        // replicate.go: their goroutines, once a dial in progress ended
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	s.stopShards()
