@@ -43,3 +43,17 @@ for i in $(seq "$count"); do
 done
 echo "old = $(git -C "$root" rev-parse --short "$old"), new = $(git -C "$root" rev-parse --short "$new"), $count rounds, $(nproc) cores"
 go run "$benchstat" old="$out/old.txt" new="$out/new.txt"
+# Round by round: the speed of new relative to old (old ns/op ÷ new ns/op; > 1 is faster), each
+# round's pair measured back to back, then the median and the range over the rounds.
+echo
+echo "speed new/old per round (old ns/op / new ns/op): median [min, max]"
+awk 'FNR == 1 { f++ } { n = $1; v = $3; if (f == 1) o[n, ++co[n]] = v; else w[n, ++cw[n]] = v; names[n] = 1 }
+  END {
+    for (n in names) {
+      k = 0
+      for (i = 1; i <= co[n] && i <= cw[n]; i++) r[++k] = o[n, i] / w[n, i]
+      for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (r[j] < r[i]) { t = r[i]; r[i] = r[j]; r[j] = t }
+      med = (k % 2) ? r[(k + 1) / 2] : (r[k / 2] + r[k / 2 + 1]) / 2
+      printf "%-80s %.3f [%.3f, %.3f] (%d rounds)\n", n, med, r[1], r[k], k
+    }
+  }' "$out/old.txt" "$out/new.txt" | sort
