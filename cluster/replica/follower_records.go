@@ -35,7 +35,8 @@ func decideRecords(st *FollowerState, from string, kind proto.Kind, m *proto.Rep
 	if end < m.FirstOffset {
 		return refuse(ActMalformed, corr, proto.InternalMalformed, 0, "first_offset + payloads overflows")
 	}
-	if want, gap := expectedOffset(st, m); gap {
+	want, gap, covers := expectedOffset(st, m, end)
+	if gap {
 		return refuse(ActGap, corr, proto.InternalLogGap, want,
 			fmt.Sprintf("batch begins at %d; expected %d", m.FirstOffset, want))
 	}
@@ -45,13 +46,13 @@ func decideRecords(st *FollowerState, from string, kind proto.Kind, m *proto.Rep
 		return refuse(ActStorageFailed, corr, proto.InternalStorageFailed, 0, "reading stored records: "+err.Error())
 	}
 	if diff < hi {
-		return conflict(st, m, diff, ballot)
+		return conflict(st, m, diff, ballot, covers)
 	}
 	if end <= st.Tail {
 		synced := st.Durable >= end
 		d := Decision{Action: ActAlreadyStored, Answer: ok(corr, max(st.Durable, min(end, st.Tail))),
 			Sync: !synced, Ballot: ballot, Reason: "already stored"}
-		if last, has := lastEpoch(st.Epochs); has && m.Epoch > last.Generation && m.FirstOffset < end {
+		if last, has := lastEpoch(st.Epochs); has && m.Epoch > last.Generation && covers && m.FirstOffset < end {
 			d.Compared = &Compared{Generation: m.Epoch, Offset: end}
 		}
 		return d
@@ -59,17 +60,20 @@ func decideRecords(st *FollowerState, from string, kind proto.Kind, m *proto.Rep
 	return store(st, m, st.Tail, st.Epochs, ballot, ActStore)
 }
 
-// expectedOffset returns where the batch must begin instead, and whether it must: past the
-// tail it is the tail ("begins past the tail"). And a batch of a generation newer than the
-// log's newest must begin at or below the record before where that newest generation began
-// (or the log's start), or where the batches of its generation compared so far end
-// (FollowerState.Compared), so the overlap compares every record the divergence rule could
-// truncate and the one before them.
-func expectedOffset(st *FollowerState, m *proto.ReplicateRecords) (uint64, bool) {
+// expectedOffset returns where the batch must begin instead, whether it must, and whether
+// the batch covers the comparison a newer generation needs. Past the tail it must begin at
+// the tail ("begins past the tail"). A batch of a generation newer than the log's newest
+// covers it when it begins at or below the record before where that newest generation
+// began (or the log's start), or where the batches of its generation compared so far end
+// (FollowerState.Compared): a batch that would store must cover it, so the overlap compares
+// every record the divergence rule could truncate and the one before them. A batch lying
+// below the tail is compared wherever it begins (the leader's probes), but only one that
+// covers it may truncate or move Compared.
+func expectedOffset(st *FollowerState, m *proto.ReplicateRecords, end uint64) (uint64, bool, bool) {
 	want, gap := st.Tail, m.FirstOffset > st.Tail
 	last, has := lastEpoch(st.Epochs)
 	if !has || m.Epoch <= last.Generation || st.Tail <= st.Start {
-		return want, gap
+		return want, gap, true
 	}
 	begin := st.Start
 	if last.StartOffset > st.Start {
@@ -79,17 +83,17 @@ func expectedOffset(st *FollowerState, m *proto.ReplicateRecords) (uint64, bool)
 		begin = c.Offset
 	}
 	begin = min(begin, st.Tail)
-	if m.FirstOffset > begin {
-		return begin, true
+	if m.FirstOffset > begin && end > st.Tail {
+		return begin, true, false
 	}
-	return want, gap
+	return want, gap, m.FirstOffset <= begin
 }
 
 // conflict applies the divergence rule at offset diff, the first stored record the batch
 // disagrees with: a conflict from a newer generation than the log's newest, at or after
-// where that generation began, truncates the suffix there and stores the batch's rest;
-// anything else halts.
-func conflict(st *FollowerState, m *proto.ReplicateRecords, diff uint64, ballot *Ballot) Decision {
+// where that generation began, truncates the suffix there and stores the batch's rest, when
+// the batch covers the comparison (expectedOffset); anything else halts.
+func conflict(st *FollowerState, m *proto.ReplicateRecords, diff uint64, ballot *Ballot, covers bool) Decision {
 	corr := m.CorrelationID
 	last, has := lastEpoch(st.Epochs)
 	var reason string
@@ -102,6 +106,8 @@ func conflict(st *FollowerState, m *proto.ReplicateRecords, diff uint64, ballot 
 		reason = fmt.Sprintf("offset %d differs and generation %d is older than the log's %d", diff, m.Epoch, last.Generation)
 	case diff < last.StartOffset:
 		reason = fmt.Sprintf("offset %d differs, before generation %d began at %d (a divergence reaching further back)", diff, last.Generation, last.StartOffset)
+	case !covers:
+		reason = fmt.Sprintf("offset %d differs; the batch begins past the records it would have to compare first", diff)
 	default:
 		d := store(st, m, diff, cutEpochs(st.Epochs, diff), ballot, ActTruncateStore)
 		d.TruncateAt = diff

@@ -90,6 +90,7 @@ type flight struct {
 	bytes       uint64
 	sentAt      int64
 	live        bool // still counted in the window and the resume position
+	probe       bool
 	rebuildBase uint64
 }
 
@@ -107,7 +108,15 @@ type Shipper struct {
 	inflight uint64
 	retryAt  int64
 	flights  map[uint64]*flight
-	bad      int // Malformed answers in a row
+	bad      int    // Malformed answers in a row
+	diverged uint64 // end of the batch answered LogConflict
+	// probing: while halted as diverged, one-record batches bisect [probeLo, probeHi) for
+	// the first offset the follower disagrees on: it agrees below probeLo (and counts
+	// there), and not below probeHi.
+	probing  bool
+	probeOut bool
+	probeLo  uint64
+	probeHi  uint64
 	stats    ShipperStats
 }
 
@@ -148,6 +157,18 @@ func (s *Shipper) InFlight() uint64 { return s.inflight }
 // Stats returns the counters.
 func (s *Shipper) Stats() ShipperStats { return s.stats }
 
+// DivergedBelow returns, for a follower halted as diverged, an offset its copy disagrees
+// with the leader's below (the end of the batch it answered LogConflict, lowered by the
+// probes to one past the first record that differs): its copy can agree only below it, so a
+// rebuild keeps every acknowledged record on a majority once a majority without it holds
+// the leader's log that far (Tracker.MarkWithout). 0 otherwise.
+func (s *Shipper) DivergedBelow() uint64 {
+	if s.state == Halted && s.reason == HaltDiverged {
+		return s.diverged
+	}
+	return 0
+}
+
 // RebuildAllowed reports whether the policy lets this leader send ReplicateRebuild: only
 // for a follower halted as diverged or needing bootstrap, never once fenced.
 func (s *Shipper) RebuildAllowed() bool {
@@ -165,7 +186,9 @@ func (s *Shipper) Next(now int64, earliest, tail uint64) Send {
 			return Send{WakeAt: s.retryAt}
 		}
 		s.state = Shipping
-	case Halted, Fenced:
+	case Halted:
+		return s.nextProbe(earliest)
+	case Fenced:
 		return Send{}
 	}
 	if s.offer {
@@ -184,6 +207,11 @@ func (s *Shipper) Next(now int64, earliest, tail uint64) Send {
 // Sent records that the caller sent records [first, end) (bytes of payload) as request
 // corr at now.
 func (s *Shipper) Sent(now int64, corr, first, end, bytes uint64) {
+	if s.state == Halted {
+		s.flights[corr] = &flight{kind: SendRecords, first: first, end: end, sentAt: now, probe: true}
+		s.probeOut = true
+		return
+	}
 	s.flights[corr] = &flight{kind: SendRecords, first: first, end: end, bytes: bytes, sentAt: now, live: true}
 	s.inflight += bytes
 	s.next = max(s.next, end)
@@ -200,7 +228,7 @@ func (s *Shipper) SentOffer(now int64, corr uint64, kind SendKind, base uint64) 
 // Rebuild returns the ReplicateRebuild to send when RebuildAllowed (SendNothing otherwise):
 // discard the follower's copy and place it at earliest.
 func (s *Shipper) Rebuild(earliest uint64) Send {
-	if !s.RebuildAllowed() || s.offer {
+	if !s.RebuildAllowed() || s.offer || s.probeOut {
 		return Send{}
 	}
 	return Send{Kind: SendRebuild, BaseOffset: earliest}
@@ -220,9 +248,36 @@ func (s *Shipper) expire(now int64) {
 	}
 }
 
+// nextProbe is Next for a follower halted as diverged: the next one-record probe of the
+// bisection, while none is in flight.
+func (s *Shipper) nextProbe(earliest uint64) Send {
+	s.probeLo = max(s.probeLo, earliest)
+	if !s.probing || s.probeOut || s.offer || s.probeHi <= s.probeLo+1 {
+		return Send{}
+	}
+	mid := s.probeLo + (s.probeHi-s.probeLo)/2
+	return Send{Kind: SendRecords, From: mid - 1, To: mid, MaxBytes: s.cfg.Window}
+}
+
+// conflicted halts a follower whose records batch f met LogConflict, or moves the
+// bisection's upper end down to a probe that met it.
+func (s *Shipper) conflicted(f *flight) {
+	if f.probe {
+		s.probeHi, s.diverged = f.end, f.end
+		s.probing = s.probeHi > s.probeLo+1
+		return
+	}
+	s.diverged = f.end
+	s.halt(HaltDiverged)
+	s.probing, s.probeLo, s.probeHi = true, s.acked, f.end
+}
+
 // drop forgets request corr.
 func (s *Shipper) drop(corr uint64, f *flight) {
 	delete(s.flights, corr)
+	if f.probe {
+		s.probeOut = false
+	}
 	if f.kind != SendRecords {
 		s.offer = false
 	} else if f.live {

@@ -43,6 +43,11 @@ func (s *Shipper) answerOk(f *flight, d uint64) {
 	if !s.hasAck || held > s.acked {
 		s.acked, s.hasAck = held, true
 	}
+	if f.probe {
+		s.probeLo = max(s.probeLo, held) // the follower agrees below held
+		s.probing = s.probeHi > s.probeLo+1
+		return
+	}
 	if d < f.end && f.live {
 		// The follower does not hold the whole batch (it lost it since): send it again.
 		s.rewind(d)
@@ -51,6 +56,9 @@ func (s *Shipper) answerOk(f *flight, d uint64) {
 
 // answerError: the leader's column of the seed's tables.
 func (s *Shipper) answerError(now int64, f *flight, a *proto.ReplicateError) {
+	if f.probe && a.Code != proto.InternalLogConflict {
+		s.probing = false
+	}
 	switch a.Code {
 	case proto.InternalMalformed:
 		if s.bad++; f.kind == SendRecords && s.bad < MaxMalformed {
@@ -68,7 +76,7 @@ func (s *Shipper) answerError(now int64, f *flight, a *proto.ReplicateError) {
 		if f.kind == SendBootstrap {
 			s.halt(HaltNeedsBootstrap)
 		} else {
-			s.halt(HaltDiverged)
+			s.conflicted(f)
 		}
 	case proto.InternalFencedEpoch:
 		s.state, s.reason = Fenced, "fenced"

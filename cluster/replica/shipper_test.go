@@ -94,6 +94,9 @@ func fmtShipper(s *Shipper) string {
 	if s.RebuildAllowed() {
 		out += " rebuild-allowed"
 	}
+	if d := s.DivergedBelow(); d > 0 {
+		out += fmt.Sprintf(" diverged-below=%d", d)
+	}
 	return out + "\n"
 }
 

@@ -208,10 +208,11 @@ func (l *leader) ship(n *node, now sim.Time, id sim.NodeID, sh *Shipper) []sim.E
 		sh.Sent(int64(now), corr, snd.From, end, bytes)
 		out = append(out, sim.Envelope[simMsg]{To: id, Msg: simMsg{kind: m.Kind(), m: m}})
 	}
-	// The rebuild policy: only once a majority without this follower holds everything up to
-	// past where this leader's generation began (so every record acknowledged before, and
-	// since, survives without this copy).
-	if snd := sh.Rebuild(0); snd.Kind == SendRebuild && l.tracker.MarkWithout(nodeName(id)) > l.startOffset {
+	// The rebuild policy: only while a majority without this follower holds the leader's log
+	// past where this leader's generation began, or as far as the follower's copy can agree
+	// with the leader's (DivergedBelow): every acknowledged record it holds survives it.
+	without := l.tracker.MarkWithout(nodeName(id))
+	if snd := sh.Rebuild(0); snd.Kind == SendRebuild && (without > l.startOffset || (sh.DivergedBelow() > 0 && without >= sh.DivergedBelow())) {
 		corr := n.nextCorr()
 		l.corrTo[corr] = id
 		sh.SentOffer(int64(now), corr, SendRebuild, 0)

@@ -247,7 +247,12 @@ func (w *world) ackedInOrder() []ackedRecord {
 	for _, a := range w.acked {
 		out = append(out, a)
 	}
-	slices.SortFunc(out, func(a, b ackedRecord) int { return int(a.offset) - int(b.offset) })
+	slices.SortFunc(out, func(a, b ackedRecord) int {
+		if a.offset != b.offset {
+			return int(a.offset) - int(b.offset)
+		}
+		return strings.Compare(a.rec, b.rec)
+	})
 	return out
 }
 
