@@ -48,6 +48,9 @@ type leaderShard struct {
 	mu       sync.Mutex // guards tracker and released
 	tracker  *replica.Tracker
 	released uint64
+	// genStart is where this leader's generation began in its log (Engine.LeadEpoch): the
+	// rebuild policy's bound.
+	genStart uint64
 
 	ctx    context.Context // the shippers'; ended by halt
 	cancel context.CancelFunc
@@ -63,13 +66,17 @@ func (r *replication) startLeader(parent context.Context, ref core.ShardRef, w l
 			return nil, err
 		}
 	}
+	genStart, err := s.engine.LeadEpoch(addr, w.gen)
+	if err != nil {
+		return nil, err
+	}
 	st, err := s.engine.ReplicaState(addr)
 	if err != nil {
 		return nil, err
 	}
 	members := append([]string{s.nodeID()}, w.replicaSet...)
 	l := &leaderShard{srv: s, ref: ref, addr: addr, gen: w.gen, replicaSet: w.replicaSet, quorum: w.quorum,
-		released: st.Released,
+		released: st.Released, genStart: genStart,
 		tracker: replica.NewTracker(replica.TrackerConfig{Generation: w.gen, Leader: s.nodeID(), ReplicaSet: members,
 			Floor: st.Released, MajorityAck: true})}
 	ctx, cancel := context.WithCancel(parent)
@@ -236,6 +243,11 @@ func (f *follower) send(ctx context.Context, st core.ReplicaState) time.Time {
 	for {
 		now := time.Now()
 		next := f.sh.Next(now.UnixNano(), st.Earliest, st.Committed)
+		if next.Kind == replica.SendNothing {
+			if rb, ok := f.rebuild(st); ok {
+				next = rb
+			}
+		}
 		var msg proto.InternalMessage
 		var first, end, bytes uint64
 		switch next.Kind {
@@ -273,6 +285,33 @@ func (f *follower) send(ctx context.Context, st core.ReplicaState) time.Time {
 			f.sh.SentOffer(now.UnixNano(), f.corr, next.Kind, next.BaseOffset)
 		}
 	}
+}
+
+// rebuild is the ReplicateRebuild the policy allows for a halted follower
+// (docs/replication.md, "The shipper", rebuild policy): the shipper allows it (halted as
+// diverged or needs_bootstrap, not fenced) and a majority without this follower holds
+// the leader's log past where this leader's generation began, or as far as the
+// follower's copy can agree with it (DivergedBelow), so discarding that copy leaves every
+// acknowledged record on a majority. The new copy starts at the leader's earliest offset.
+func (f *follower) rebuild(st core.ReplicaState) (replica.Send, bool) {
+	if !f.sh.RebuildAllowed() {
+		return replica.Send{}, false
+	}
+	l := f.l
+	l.mu.Lock()
+	without := l.tracker.MarkWithout(f.node)
+	l.mu.Unlock()
+	below := f.sh.DivergedBelow()
+	if without <= l.genStart && (below == 0 || without < below) {
+		return replica.Send{}, false
+	}
+	snd := f.sh.Rebuild(st.Earliest)
+	if snd.Kind != replica.SendRebuild {
+		return replica.Send{}, false
+	}
+	l.srv.log.Warn("replication: rebuilding a halted follower", "shard", l.ref.String(), "follower", f.node,
+		"base_offset", snd.BaseOffset)
+	return snd, true
 }
 
 // readBatch reads the records [next.From, next.To) of the leader's log, as many as fit

@@ -208,6 +208,55 @@ func (c *replCluster) rawLog(i int) [][]byte {
 // rawLogFrom is the records of broker i's log from offset from.
 func (c *replCluster) rawLogFrom(i int, from uint64) [][]byte {
 	c.t.Helper()
+	out, err := c.tryRawLog(i, from)
+	if err != nil {
+		c.t.Fatalf("%s: read: %v", replNodes[i], err)
+	}
+	return out
+}
+
+// identical waits until follower i holds, durably, every record the leader committed,
+// record for record and byte for byte (from the later of the two earliest offsets:
+// retention runs on each replica), and fails naming the first difference.
+func (c *replCluster) identical(i int) {
+	c.t.Helper()
+	lead := c.state(0).Committed
+	var diff string
+	deadline := time.Now().Add(30 * time.Second)
+	for diff = c.logDiff(i, lead); diff != "" && time.Now().Before(deadline); diff = c.logDiff(i, lead) {
+		time.Sleep(time.Millisecond) // polling the logs, as waitUntil does
+	}
+	if diff != "" {
+		c.t.Fatalf("%s not identical to the leader after 30 s: %s", replNodes[i], diff)
+	}
+}
+
+// logDiff describes how follower i's log differs from the leader's up to lead ("" when
+// identical and durable there).
+func (c *replCluster) logDiff(i int, lead uint64) string {
+	st0, st := c.state(0), c.state(i)
+	if st.Durable < lead {
+		return fmt.Sprintf("durable at %d, the leader committed %d", st.Durable, lead)
+	}
+	from := max(st0.Earliest, st.Earliest)
+	want, err0 := c.tryRawLog(0, from)
+	got, err := c.tryRawLog(i, from)
+	switch {
+	case err0 != nil || err != nil:
+		return fmt.Sprintf("read: %v / %v", err0, err)
+	case len(got) != len(want):
+		return fmt.Sprintf("%d records from %d, the leader %d", len(got), from, len(want))
+	}
+	for k := range want {
+		if !bytes.Equal(want[k], got[k]) {
+			return fmt.Sprintf("record %d differs:\n%x\n%x", from+uint64(k), got[k], want[k])
+		}
+	}
+	return ""
+}
+
+// tryRawLog is rawLogFrom returning the read error.
+func (c *replCluster) tryRawLog(i int, from uint64) ([][]byte, error) {
 	var out [][]byte
 	for next := from; ; {
 		n := 0
@@ -216,31 +265,8 @@ func (c *replCluster) rawLogFrom(i int, from uint64) [][]byte {
 			next, n = r.Offset+1, n+1
 			return true
 		})
-		if err != nil {
-			c.t.Fatalf("%s: read: %v", replNodes[i], err)
-		}
-		if n == 0 {
-			return out
-		}
-	}
-}
-
-// identical waits until follower i holds (durably) every record the leader committed,
-// then compares both logs record for record, byte for byte.
-func (c *replCluster) identical(i int) {
-	c.t.Helper()
-	lead := c.state(0).Committed
-	waitUntil(c.t, 30*time.Second, fmt.Sprintf("%s durable at %d", replNodes[i], lead), func() bool {
-		return c.state(i).Durable >= lead
-	})
-	from := max(c.state(0).Earliest, c.state(i).Earliest) // retention runs on each replica
-	want, got := c.rawLogFrom(0, from), c.rawLogFrom(i, from)
-	if len(got) != len(want) {
-		c.t.Fatalf("%s holds %d records, the leader %d", replNodes[i], len(got), len(want))
-	}
-	for k := range want {
-		if !bytes.Equal(want[k], got[k]) {
-			c.t.Fatalf("%s record %d differs from the leader's:\n%x\n%x", replNodes[i], k, got[k], want[k])
+		if err != nil || n == 0 {
+			return out, err
 		}
 	}
 }
@@ -414,7 +440,8 @@ func wantReplicateError(t *testing.T, what string, ans proto.InternalMessage, co
 // same epoch from another leader FencedEpoch), Malformed for a payload that is not a
 // record, UnsupportedKind for a log not replicated yet and FenceOk with its
 // durable_offset; a batch that disagrees with stored bytes halts that follower on the
-// leader, listed by /replication/halted and counted, while the other follower keeps the
+// leader (counted) and the rebuild policy rebuilds it; a follower refusing as outside the
+// replica set stays halted, listed by /replication/halted, while the other keeps the
 // quorum.
 func TestReplicationRefusalsAndHalt(t *testing.T) {
 	c := newReplCluster(t, nil)
@@ -442,21 +469,43 @@ func TestReplicationRefusalsAndHalt(t *testing.T) {
 	}
 
 	// n3 takes a record at its tail that the leader never wrote: the leader's own record
-	// at that offset then conflicts.
+	// at that offset then conflicts, n3 halts as diverged, and the rebuild policy (a
+	// majority without n3 holds the leader's log past its generation start) rebuilds it.
 	if ans, ok := c.replRequest(lead, 2, replBatch(1, 2, "not the leader's")).(*proto.ReplicateOk); !ok || ans.DurableOffset != 3 {
 		t.Fatalf("a batch at the tail answered %#v, want ReplicateOk durable_offset 3", ans)
 	}
 	c.acked(c.publish("h2"), "publish while n3 diverges (n2 is the majority)")
-	waitUntil(t, 20*time.Second, "n3 listed halted", func() bool {
-		h := halted(t, c.brokers[0])
-		return len(h) == 1 && h[0].Follower == replNodes[2] && h[0].Reason == "diverged" && h[0].Log == "stream" && h[0].Since != ""
-	})
+	c.identical(2)
 	text := c.brokers[0].metricsText(t)
 	for _, name := range []string{"felix_replication_conflicts_total", "felix_replication_halts_total"} {
 		if metricValue(text, name, replNodes[2]) < 1 {
 			t.Fatalf("%s for n3 not counted:\n%s", name, text)
 		}
 	}
+	if !strings.Contains(c.logs[0].String(), "rebuilding a halted follower") {
+		t.Fatal("n3 caught up without a rebuild")
+	}
+	if h := halted(t, c.brokers[0]); len(h) != 0 {
+		t.Fatalf("halted after the rebuild: %+v", h)
+	}
+
+	// n3's own table no longer names it: it closes the shard and refuses the leader
+	// (Unauthorized), a halt no rebuild resolves: listed until the leader stops shipping.
+	drop := func(v CatalogView) Ownership {
+		out := replPlacement(v)
+		for ref, a := range out {
+			a.ReplicaSet = []string{replNodes[1]}
+			out[ref] = a
+		}
+		return out
+	}
+	c.brokers[2].srv.SetPlacement(drop, nil)
+	c.acked(c.publish("h3"), "publish while n3 refuses")
+	waitUntil(t, 20*time.Second, "n3 listed halted", func() bool {
+		h := halted(t, c.brokers[0])
+		return len(h) == 1 && h[0].Follower == replNodes[2] && h[0].Reason == "unauthorized" && h[0].Log == "stream" &&
+			h[0].Shard == "stream:default/default/orders#0" && h[0].Since != ""
+	})
 	c.identical(1)
 }
 

@@ -251,6 +251,41 @@ func (e *Engine) onFollowerLog(addr LogAddr, generation uint64, what string, cha
 	})
 }
 
+// LeadEpoch records, on a shard open here as RoleLeader at generation, that generation
+// begins at its log's tail (AddEpoch(generation, tail)) unless its history already ends
+// at generation or a newer one, and returns where the leader's generation began: the
+// tail, or the recorded start. The leader's own history then names what it writes, as a
+// follower's names what it stored, for the divergence rule after a later change.
+// Errors: replicaShard's, ErrNotHere (not the leader here), ErrStaleGeneration-wrapped
+// (open at another generation), AddEpoch's, ErrOverloaded, ErrClosed.
+func (e *Engine) LeadEpoch(addr LogAddr, generation uint64) (uint64, error) {
+	s, err := e.replicaShard(addr)
+	if err != nil {
+		return 0, err
+	}
+	var start uint64
+	err = e.runOn(s.c, func(c *core) error {
+		p, err := c.replicaPlacement(s)
+		if err != nil {
+			return err
+		}
+		if p.role != RoleLeader {
+			return notHere(p.ref, p.role)
+		}
+		if p.generation != generation {
+			return fmt.Errorf("%w: %v leads at generation %d, not %d", ErrStaleGeneration, p.ref, p.generation, generation)
+		}
+		eps := s.records.Epochs()
+		if n := len(eps); n > 0 && eps[n-1].Generation >= generation {
+			start = eps[n-1].StartOffset
+			return nil
+		}
+		start = s.records.NextOffset()
+		return s.records.AddEpoch(generation, start)
+	})
+	return start, err
+}
+
 // WhenDurable runs fn on the core of addr's shard once its log's durable_offset reaches
 // offset (at once when it has; logOwner.OnDurable): the leader's shipper waits with it
 // for records to ship. fn must not block; it never runs when the shard closes first.

@@ -253,3 +253,27 @@ func TestSetReplicatedGatesTheRelease(t *testing.T) {
 		t.Fatalf("a Leader stream: %v", err)
 	}
 }
+
+// A leader records where its generation begins once; a follower is refused.
+func TestLeadEpoch(t *testing.T) {
+	e := replEngine(t, core.RoleLeader, 3, core.ConsistencyLeader)
+	publishWait(t, e, "a", "b")
+	if start, err := e.LeadEpoch(replAddr(), 3); err != nil || start != 2 {
+		t.Fatalf("LeadEpoch: %d, %v; want 2", start, err)
+	}
+	publishWait(t, e, "c")
+	if start, err := e.LeadEpoch(replAddr(), 3); err != nil || start != 2 {
+		t.Fatalf("LeadEpoch again: %d, %v; want 2", start, err)
+	}
+	st, err := e.ReplicaState(replAddr())
+	if err != nil || len(st.Epochs) != 1 || st.Epochs[0] != (seglog.Epoch{Generation: 3, StartOffset: 2}) {
+		t.Fatalf("epochs %v, %v", st.Epochs, err)
+	}
+	if _, err := e.LeadEpoch(replAddr(), 4); !errors.Is(err, core.ErrStaleGeneration) {
+		t.Fatalf("another generation: %v", err)
+	}
+	f := replEngine(t, core.RoleFollower, 3, core.ConsistencyLeader)
+	if _, err := f.LeadEpoch(replAddr(), 3); !errors.Is(err, core.ErrNotHere) {
+		t.Fatalf("a follower: %v", err)
+	}
+}
