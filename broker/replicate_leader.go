@@ -180,8 +180,8 @@ func (l *leaderShard) ship(ctx context.Context, node string) {
 	}
 }
 
-// fence sends Fence until the follower answers FenceOk and returns its durable_offset,
-// capped at the leader's committed offset; ok=false when ctx ended or the follower knows a newer generation.
+// fence sends Fence until the follower answers FenceOk and returns where shipping starts:
+// its durable_offset, capped one below where this generation began; ok=false when ctx ended or the follower knows a newer generation.
 func (f *follower) fence(ctx context.Context) (uint64, bool) {
 	l := f.l
 	for ctx.Err() == nil {
@@ -189,10 +189,10 @@ func (f *follower) fence(ctx context.Context) (uint64, bool) {
 		if err == nil {
 			switch a := ans.(type) {
 			case *proto.FenceOk:
-				if st, err := l.srv.engine.ReplicaState(l.addr); err == nil && st.Committed < a.DurableOffset {
-					return st.Committed, true // a longer tail is compared from the leader's own
-				}
-				return a.DurableOffset, true
+				// One record below the tail this generation inherited, or lower (as the
+				// simulation's leader): there is always a batch to compare and acknowledge,
+				// also for a follower that holds all of it already.
+				return min(a.DurableOffset, max(l.genStart, 1)-1), true
 			case *proto.ReplicateError:
 				if a.Code == proto.InternalFencedEpoch {
 					l.srv.log.Warn("replication: fence refused: a newer generation", "shard", l.ref.String(), "follower", f.node)
