@@ -156,6 +156,10 @@ func (l *leaderShard) ship(ctx context.Context, node string) {
 	s := l.srv
 	f := &follower{l: l, node: node, key: haltKey{shard: l.ref, log: l.addr.Log, follower: node}, wake: make(chan struct{}, 1)}
 	f.stats = s.repl.statsFor(f.key)
+	if _, known := s.peerAddr(node); !known {
+		s.log.Warn("replication: no internal address for a follower (SetPlacement peers or FELIX_CLUSTER_PEERS); retrying",
+			"shard", l.ref.String(), "follower", node)
+	}
 	start, ok := f.fence(ctx)
 	if !ok {
 		return
