@@ -103,6 +103,11 @@ func (s *Server) handleReplicate(ctx context.Context, peer string, req proto.Int
 	}
 	fs, mem := s.repl.followerState(s, addr, st, a, member)
 	d := replica.DecideFollower(&fs, peer, req.Kind(), req)
+	if writes(d.Action) && t.epoch != st.Generation {
+		// Accepted at a generation the shard is not open at here yet (after a fence): the
+		// core stores only at the shard's generation, so the leader retries shortly.
+		return replicateError(corr, proto.InternalStaleRoute)
+	}
 	ans := s.carryOut(ctx, addr, st.Generation, d)
 	if d.Compared != nil || d.Ballot != nil {
 		s.repl.mu.Lock()
@@ -119,6 +124,15 @@ func (s *Server) handleReplicate(ctx context.Context, peer string, req proto.Int
 			"action", d.Action.String(), "reason", d.Reason)
 	}
 	return ans
+}
+
+// writes reports whether a follower action changes the log.
+func writes(a replica.Action) bool {
+	switch a {
+	case replica.ActStore, replica.ActTruncateStore, replica.ActPlace, replica.ActRebuild:
+		return true
+	}
+	return false
 }
 
 func containsNode(set []string, n string) bool {
@@ -152,6 +166,8 @@ func (r *replication) followerState(s *Server, addr core.LogAddr, st core.Replic
 	}
 	ballot := replica.Ballot{Generation: st.Generation}
 	switch {
+	case mem.ballot.Generation > st.Generation:
+		ballot = mem.ballot // a fence accepted a newer generation before the reconciler moved the shard
 	case a.Generation == st.Generation && a.Leader != "":
 		ballot.Leader = a.Leader
 	case mem.ballot.Generation == st.Generation:

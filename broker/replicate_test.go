@@ -688,3 +688,29 @@ func TestReplicationLeaderRestart(t *testing.T) {
 		t.Fatalf("n2 holds %d records, want 4", got)
 	}
 }
+
+// A fence at a newer generation is accepted before the reconciler moves the shard: from
+// then on the old leader is refused FencedEpoch (its shipper to that follower stops) and
+// the new one StaleRoute until the shard is open at its generation.
+func TestReplicationFenceAcceptsANewerGeneration(t *testing.T) {
+	c := newReplCluster(t, nil)
+	c.acked(c.publish("f0"), "publish")
+	c.identical(2)
+	fence := &proto.Fence{Shard: wireRef(core.ShardRef{Kind: core.ShardStream, Name: replOrders}), Log: proto.LogStream, Generation: 2}
+	if ans, ok := c.replRequest(replNodes[1], 2, fence).(*proto.FenceOk); !ok || ans.Generation != 2 || ans.DurableOffset != 1 {
+		t.Fatalf("fence at generation 2 answered %#v", ans)
+	}
+	wantReplicateError(t, "the old leader's batch", c.replRequest(replNodes[0], 2, replBatch(1, 1, "old")), proto.InternalFencedEpoch)
+	next := replBatch(2, 0, "new") // the stored record 0 (compared), then a new one at 1
+	rec := seglog.Record{Offset: 1, TimestampMicros: 1, Kind: seglog.KindData, Payload: []byte("new")}
+	next.Payloads = [][]byte{c.rawLog(0)[0], core.AppendReplicaPayload(nil, &rec)}
+	wantReplicateError(t, "the new leader's batch before the move", c.replRequest(replNodes[1], 2, next), proto.InternalStaleRoute)
+	c.acked(c.publish("f1"), "publish to the old leader (n2 still follows it)")
+	waitUntil(t, 20*time.Second, "n1's shipper to n3 fenced", func() bool {
+		return strings.Contains(c.logs[0].String(), "fenced by a follower")
+	})
+	if st := c.state(2); st.Tail != 1 {
+		t.Fatalf("n3 stored past the fence: %+v", st)
+	}
+	c.identical(1)
+}
