@@ -3,33 +3,26 @@ package core
 import (
 	"fmt"
 
+	"felix/cluster/replica"
 	"felix/proto"
 )
 
 // ShardKind says whose shard a ShardRef or LogAddr names: a stream's or a
-// cache's. A stream and a cache may share a name (seeds/internal-protocol.txt,
-// "Replicating a cache"), so the kind is part of every shard's identity.
-type ShardKind uint8
+// cache's (1 stream, 2 cache; 0 invalid). A stream and a cache may share a
+// name (seeds/internal-protocol.txt, "Replicating a cache"), so the kind is
+// part of every shard's identity. It is replication's replica.ShardKind, one
+// type for both packages, with its String ("stream", "cache" or
+// "ShardKind(n)") and HasLog.
+type ShardKind = replica.ShardKind
 
 // Shard kinds. The zero value is invalid.
 const (
 	// ShardStream is a stream shard: its records, producers, group-cursor and
 	// dead-letter logs.
-	ShardStream ShardKind = 1
+	ShardStream = replica.ShardStream
 	// ShardCache is a cache shard: its cache-records and counter logs.
-	ShardCache ShardKind = 2
+	ShardCache = replica.ShardCache
 )
-
-// String returns "stream", "cache" or "ShardKind(n)".
-func (k ShardKind) String() string {
-	switch k {
-	case ShardStream:
-		return "stream"
-	case ShardCache:
-		return "cache"
-	}
-	return fmt.Sprintf("ShardKind(%d)", uint8(k))
-}
 
 // ShardRef names one shard of one stream or cache on any node. For a cache,
 // Name carries the cache's tenant, namespace and cache name in its Tenant,
@@ -78,15 +71,7 @@ func (a LogAddr) Validate() error {
 	if !a.Log.Valid() {
 		return fmt.Errorf("%w: log address %v: unknown log %d", ErrInvalid, a, uint8(a.Log))
 	}
-	ok := false
-	switch a.Kind {
-	case ShardStream:
-		ok = a.Log == proto.LogStream || a.Log == proto.LogProducers ||
-			a.Log == proto.LogGroupCursors || a.Log == proto.LogDeadLetters
-	case ShardCache:
-		ok = a.Log == proto.LogCache || a.Log == proto.LogCounters
-	}
-	if !ok {
+	if !a.Kind.HasLog(a.Log) {
 		return fmt.Errorf("%w: log address %v: a %v shard has no %v log", ErrInvalid, a, a.Kind, a.Log)
 	}
 	return nil

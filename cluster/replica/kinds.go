@@ -6,10 +6,11 @@ import (
 	"felix/proto"
 )
 
-// ShardKind says whose shard a follower's log belongs to: a stream's or a cache's. It has
-// the values of core.ShardKind (1 stream, 2 cache; 0 invalid) without importing core, which
-// will import this package. A stream and a cache may share a name, so the decider checks the
-// message's kind against it (seeds/internal-protocol.txt, "Replicating a cache").
+// ShardKind says whose shard a follower's log belongs to: a stream's or a cache's (1 stream,
+// 2 cache; 0 invalid). It is also core.ShardKind (core imports this package and names it
+// with an alias), so there is one definition. A stream and a cache may share a name, so the
+// decider checks the message's kind against it (seeds/internal-protocol.txt, "Replicating a
+// cache").
 type ShardKind uint8
 
 // Shard kinds; the zero value is invalid.
