@@ -10,7 +10,6 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"felix/netq"
 	"felix/proto"
 	"felix/seglog"
 )
@@ -45,18 +44,7 @@ func TestDrainOverrunIsAnUncleanStop(t *testing.T) {
 	if _, err := srv.catalog.CreateStream(Stream{TenantID: "default", Namespace: "default", Stream: "s"}, srv.ApplyCreate); err != nil {
 		t.Fatal(err)
 	}
-	dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer dcancel()
-	conn, err := quic.DialAddr(dctx, srv.QUICAddr().String(), netq.PinnedClientTLS(netq.Fingerprint(srv.cert.Certificate[0])),
-		&quic.Config{InitialStreamReceiveWindow: 16 << 10, MaxStreamReceiveWindow: 16 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.CloseWithError(0, "")
-	st, err := conn.OpenStreamSync(dctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := clientStream(t, srv, &quic.Config{InitialStreamReceiveWindow: 16 << 10, MaxStreamReceiveWindow: 16 << 10})
 	flags := uint16(0x003F)
 	st.Write(proto.AppendMessage(nil, &proto.Auth{TenantID: "default", ClientFlags: &flags}))
 	// Requests whose answers (errors for an unknown stream, ~100 B each) overflow the 16 KiB

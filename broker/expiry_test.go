@@ -1,11 +1,8 @@
 package broker
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"github.com/quic-go/quic-go"
 
 	"felix/netq"
 	"felix/proto"
@@ -23,17 +20,7 @@ func TestExpiredTokenOnLongStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	conn, err := quic.DialAddr(ctx, srv.QUICAddr().String(), netq.PinnedClientTLS(netq.Fingerprint(srv.cert.Certificate[0])), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.CloseWithError(0, "")
-	st, err := conn.OpenStreamSync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := clientStream(t, srv, nil)
 	st.SetReadDeadline(time.Now().Add(20 * time.Second))
 	fr := netq.NewFrameReader(st, 1<<20)
 	read := func() proto.Message {

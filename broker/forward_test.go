@@ -2,7 +2,6 @@ package broker
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,10 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
 	"felix/core"
-	"felix/netq"
 	"felix/proto"
 	"felix/testbed/scenario"
 )
@@ -139,25 +135,9 @@ func leaderOf(t *testing.T, srv *Server, ref core.ShardRef) string {
 // dialClient opens an authenticated client bi stream to srv, listing features.
 func dialClient(t *testing.T, srv *Server, token string, features ...string) *rawStream {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	conn, err := quic.DialAddr(ctx, srv.QUICAddr().String(), netq.PinnedClientTLS(netq.Fingerprint(srv.cert.Certificate[0])), &quic.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.CloseWithError(0, "") })
-	st, err := conn.OpenStreamSync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rawStream{t: t, st: st}
 	flags := uint16(0x003F) | proto.FlagPublishKeyed
-	r.send(&proto.Auth{TenantID: "default", Token: token, ClientFlags: &flags,
+	return authedStream(t, srv, &proto.Auth{TenantID: "default", Token: token, ClientFlags: &flags,
 		Features: append([]string{proto.FeatureErrorCodes, proto.FeatureRoutingKeys, proto.FeatureCounters, proto.FeatureCacheDelete}, features...)})
-	if m, ok := r.next().(*proto.AuthOK); !ok {
-		t.Fatalf("auth: %#v", m)
-	}
-	return r
 }
 
 // publishKeyed sends one acked JSON publish of payload with key and returns the answer.

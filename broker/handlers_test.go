@@ -1,10 +1,8 @@
 package broker
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/quic-go/quic-go"
 
@@ -69,17 +67,7 @@ func readError(t *testing.T, st *quic.Stream) *proto.Error {
 func TestDispatchThroughTheTable(t *testing.T) {
 	srv, stop := startInProcess(t, nil)
 	defer stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	conn, err := quic.DialAddr(ctx, srv.QUICAddr().String(), netq.PinnedClientTLS(netq.Fingerprint(srv.cert.Certificate[0])), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.CloseWithError(0, "")
-	st, err := conn.OpenStreamSync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := clientStream(t, srv, nil)
 	flags := uint16(0x003F)
 	id := uint64(7)
 	st.Write(proto.AppendMessage(nil, &proto.CacheGet{TenantID: "default", Namespace: "default", Cache: "c", Key: "k", RequestID: &id}))

@@ -113,16 +113,7 @@ func (b *internalBroker) metricsText(t *testing.T) string {
 // testPeer is another broker's side of the internal transport: a Pool dialling as node-id peer-1.
 func testPeer(t *testing.T) *transport.Pool {
 	t.Helper()
-	creds, err := transport.LoadCredentials("peer-1", transport.TLSFiles{}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := transport.NewPool(creds, transport.PoolOptions{LocalAddr: "127.0.0.1:0", HandshakeTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
+	return peerPool(t, "peer-1", transport.TLSFiles{})
 }
 
 func forward(gen uint64) *proto.AuthorizedForwardPublish {

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
 	"felix/netq"
 	"felix/proto"
 )
@@ -61,16 +59,7 @@ func benchPublish(b *testing.B, records, size int) {
 	if _, err := srv.catalog.CreateStream(Stream{TenantID: "default", Namespace: "default", Stream: "bench", Durable: false}, srv.ApplyCreate); err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
-	conn, err := quic.DialAddr(ctx, srv.QUICAddr().String(), netq.PinnedClientTLS(netq.Fingerprint(srv.cert.Certificate[0])), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.CloseWithError(0, "")
-	st, err := conn.OpenStreamSync(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	st := clientStream(b, srv, nil)
 	flags := uint16(0x003F)
 	st.Write(proto.AppendMessage(nil, &proto.Auth{TenantID: "default", ClientFlags: &flags}))
 	fr := netq.NewFrameReader(st, 1<<20)

@@ -126,26 +126,42 @@ type rawStream struct {
 	buf []byte
 }
 
+// dialRaw opens a client stream to srv authenticated as tenant default with error codes.
 func dialRaw(t *testing.T, srv *Server) *rawStream {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	conn, err := quic.DialAddr(ctx, srv.QUICAddr().String(), netq.PinnedClientTLS(netq.Fingerprint(srv.cert.Certificate[0])), &quic.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.CloseWithError(0, "") })
-	st, err := conn.OpenStreamSync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rawStream{t: t, st: st}
 	flags := uint16(0x003F)
-	r.send(&proto.Auth{TenantID: "default", ClientFlags: &flags, Features: []string{proto.FeatureErrorCodes}})
-	if _, ok := r.next().(*proto.AuthOK); !ok {
-		t.Fatal("no auth_ok")
+	return authedStream(t, srv, &proto.Auth{TenantID: "default", ClientFlags: &flags, Features: []string{proto.FeatureErrorCodes}})
+}
+
+// authedStream opens a client stream to srv, sends auth and fails the test unless the
+// answer is auth_ok.
+func authedStream(t *testing.T, srv *Server, auth *proto.Auth) *rawStream {
+	t.Helper()
+	r := &rawStream{t: t, st: clientStream(t, srv, &quic.Config{})}
+	r.send(auth)
+	if m, ok := r.next().(*proto.AuthOK); !ok {
+		t.Fatalf("auth: no auth_ok but %#v", m)
 	}
 	return r
+}
+
+// clientStream dials srv's client listener (TLS pinned to its certificate; conf nil is
+// quic-go's defaults) within 20 s and opens one bi stream; the connection is closed when
+// the test ends.
+func clientStream(tb testing.TB, srv *Server, conf *quic.Config) *quic.Stream {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := quic.DialAddr(ctx, srv.QUICAddr().String(), netq.PinnedClientTLS(netq.Fingerprint(srv.cert.Certificate[0])), conf)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.CloseWithError(0, "") })
+	st, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st
 }
 
 func (r *rawStream) send(m proto.Message) {
