@@ -19,33 +19,9 @@ func TestDurableAppendCycleAllocatesNothing(t *testing.T) {
 			}
 			defer l.Close()
 			payloads := [][]byte{make([]byte, 128), make([]byte, 128)}
-			done := false
-			cb := func(first, last uint64, err error) {
-				if err != nil {
-					t.Errorf("append: %v", err)
-				}
-				done = true
-			}
-			cycle := func() {
-				done = false
-				if err := l.Append(payloads, 1, cb); err != nil {
-					t.Fatal(err)
-				}
-				for !done || !d.Idle() {
-					if err := d.Flush(); err != nil {
-						t.Fatal(err)
-					}
-					if err := d.Poll(time.Second); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			for i := 0; i < 8; i++ {
-				cycle() // warm: staging buffers, unit pool, slices
-			}
-			if a := testing.AllocsPerRun(100, cycle); a != 0 {
-				t.Fatalf("%v allocations per durable append cycle, want 0", a)
-			}
+			wantCycleAllocatesNothing(t, d, "durable append", func(cb func(first, last uint64, err error)) error {
+				return l.Append(payloads, 1, cb)
+			})
 		})
 	}
 }

@@ -56,15 +56,9 @@ func (l *Log) Append(payloads [][]byte, tsMicros int64, done func(first, last ui
 		}
 		total += RecordHeaderLenV3 + len(p)
 	}
-	s := l.activeSeg()
 	// A v2 segment cannot hold v3 records: the first append rolls onto a v3 one.
-	if s.version < WriteVersion || (s.next > s.base && s.size+int64(total) > l.opts.SegmentBytes) {
-		if err := l.roll(); err != nil {
-			return err
-		}
-		s = l.activeSeg()
-	}
-	if err := l.reserve(s, s.size+int64(total)); err != nil {
+	s, err := l.activeFor(WriteVersion, total)
+	if err != nil {
 		return err
 	}
 	l.stageRecords(s, payloads, tsMicros, total)
@@ -97,14 +91,8 @@ func (l *Log) AppendRecord(r Record, done func(first, last uint64, err error)) e
 	if total-RecordHeaderLenV3 > MaxPayloadBytes {
 		return ErrRecordTooLarge
 	}
-	s := l.activeSeg()
-	if s.version < v || (s.next > s.base && s.size+int64(total) > l.opts.SegmentBytes) {
-		if err := l.rollTo(max(v, s.version)); err != nil {
-			return err
-		}
-		s = l.activeSeg()
-	}
-	if err := l.reserve(s, s.size+int64(total)); err != nil {
+	s, err := l.activeFor(v, total)
+	if err != nil {
 		return err
 	}
 	u := l.stageUnit(s, total)
@@ -209,6 +197,26 @@ func (l *Log) closeUnit(u *unit) {
 // roll seals the active segment (now, or once its last write completes) and
 // creates the next one at NextOffset (spec §5 rollover).
 func (l *Log) roll() error { return l.rollTo(max(WriteVersion, l.activeSeg().version)) }
+
+// activeFor returns the active segment with room for total more bytes of
+// records that need segment format version v: the log first rolls onto a
+// segment of version max(v, the active one's) when the active segment's
+// version is below v or, holding records, it would pass SegmentBytes (spec §5
+// rollover); then the bytes are reserved (reserve). Errors: ErrStorageFailed
+// from the rollover or the reservation, with nothing staged.
+func (l *Log) activeFor(v uint16, total int) (*segment, error) {
+	s := l.activeSeg()
+	if s.version < v || (s.next > s.base && s.size+int64(total) > l.opts.SegmentBytes) {
+		if err := l.rollTo(max(v, s.version)); err != nil {
+			return nil, err
+		}
+		s = l.activeSeg()
+	}
+	if err := l.reserve(s, s.size+int64(total)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
 
 // rollTo is roll with the new segment's format version.
 func (l *Log) rollTo(version uint16) error {
@@ -662,10 +670,11 @@ func (l *Log) fail(err error) {
 	}
 }
 
-// periodicOwed reports whether a periodic fdatasync is due.
+// periodicOwed reports whether a periodic fdatasync is due, or one a SyncNow
+// caller waits for (syncnow.go).
 func (l *Log) periodicOwed() bool {
-	return l.opts.FsyncMode == FsyncPeriodic && !l.syncInFlight && l.failed == nil && !l.closed &&
-		l.written > l.durable.Load() && l.opts.Clock.MonoNanos() >= l.syncDue
+	return !l.syncInFlight && l.failed == nil && !l.closed && l.written > l.durable.Load() &&
+		(l.opts.FsyncMode == FsyncPeriodic && l.opts.Clock.MonoNanos() >= l.syncDue || l.syncNowOwed())
 }
 
 func (l *Log) periodicDone(err error) {

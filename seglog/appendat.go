@@ -56,14 +56,8 @@ func (l *Log) AppendAt(first uint64, recs []Record, done func(first, last uint64
 	if err != nil {
 		return err
 	}
-	s := l.activeSeg()
-	if s.version < v || (s.next > s.base && s.size+int64(total) > l.opts.SegmentBytes) {
-		if err := l.rollTo(max(v, s.version)); err != nil {
-			return err
-		}
-		s = l.activeSeg()
-	}
-	if err := l.reserve(s, s.size+int64(total)); err != nil {
+	s, err := l.activeFor(v, total)
+	if err != nil {
 		return err
 	}
 	l.stageAt(s, recs, total)

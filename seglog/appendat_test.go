@@ -238,35 +238,11 @@ func TestAppendAtCycleAllocatesNothing(t *testing.T) {
 		{Kind: KindCommitMarker, Payload: make([]byte, 8)},
 		{Publisher: []byte("p"), Payload: make([]byte, 64)},
 	}
-	done := false
-	cb := func(_, _ uint64, err error) {
-		if err != nil {
-			t.Errorf("AppendAt: %v", err)
-		}
-		done = true
-	}
-	cycle := func() {
-		done = false
+	wantCycleAllocatesNothing(t, d, "AppendAt", func(cb func(first, last uint64, err error)) error {
 		next := l.NextOffset()
 		for i := range recs {
 			recs[i].Offset = next + uint64(i)
 		}
-		if err := l.AppendAt(next, recs, cb); err != nil {
-			t.Fatal(err)
-		}
-		for !done || !d.Idle() {
-			if err := d.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			if err := d.Poll(time.Second); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	for i := 0; i < 8; i++ {
-		cycle()
-	}
-	if a := testing.AllocsPerRun(100, cycle); a != 0 {
-		t.Fatalf("%v allocations per AppendAt cycle, want 0", a)
-	}
+		return l.AppendAt(next, recs, cb)
+	})
 }

@@ -99,6 +99,40 @@ func waitFor(t testing.TB, d *Disk, cond func() bool) {
 	}
 }
 
+// wantCycleAllocatesNothing fails the test unless one cycle — stage one batch with cb as
+// its callback, then Flush and Poll until cb ran and d is idle — allocates nothing once
+// warmed by 8 cycles (staging buffers, unit pool, slices); what names the cycle.
+func wantCycleAllocatesNothing(t *testing.T, d *Disk, what string, stage func(cb func(first, last uint64, err error)) error) {
+	t.Helper()
+	done := false
+	cb := func(_, _ uint64, err error) {
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+		done = true
+	}
+	cycle := func() {
+		done = false
+		if err := stage(cb); err != nil {
+			t.Fatal(err)
+		}
+		for !done || !d.Idle() {
+			if err := d.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Poll(time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := 0; i < 8; i++ {
+		cycle()
+	}
+	if a := testing.AllocsPerRun(100, cycle); a != 0 {
+		t.Fatalf("%v allocations per %s cycle, want 0", a, what)
+	}
+}
+
 type rec struct {
 	off     uint64
 	ts      int64
