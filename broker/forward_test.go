@@ -1,10 +1,7 @@
 package broker
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"sort"
@@ -83,22 +80,15 @@ func (c *testCluster) create(path string, body map[string]any) {
 // adminAs POSTs body to path on b with its admin token (none with auth off).
 func adminAs(t *testing.T, b *internalBroker, path string, body any) (int, string) {
 	t.Helper()
-	data, _ := json.Marshal(body)
-	req, _ := http.NewRequest("POST", "http://"+b.srv.HTTPAddr().String()+path, bytes.NewReader(data))
+	token := ""
 	if b.ready.AdminTokenFile != "" {
 		tok, err := os.ReadFile(b.ready.AdminTokenFile)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+		token = strings.TrimSpace(string(tok))
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(out)
+	return adminRequest(t, b.srv, "POST", path, token, body)
 }
 
 // ledShardsOpen reports whether srv's engine holds open, as leader, every shard its table

@@ -55,16 +55,7 @@ type internalBroker struct {
 func startInternal(t *testing.T, env map[string]string) *internalBroker {
 	t.Helper()
 	dir := t.TempDir()
-	base := map[string]string{"FELIX_QUIC_BIND": "127.0.0.1:0", "FELIX_BROKER_METRICS_BIND": "127.0.0.1:0",
-		"FELIX_DURABLE_STORAGE_DIR": filepath.Join(dir, "data"), "FELIX_AUTH": "off", "FELIX_CORE_SHARDS": "1",
-		"FELIX_DURABLE_SEGMENT_BYTES": "1048576", "FELIX_READY_FILE": filepath.Join(dir, "ready.json")}
-	for k, v := range env {
-		base[k] = v
-	}
-	cfg, _, err := LoadConfig(nil, envOf(base))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := testConfig(t, filepath.Join(dir, "data"), map[string]string{"FELIX_READY_FILE": filepath.Join(dir, "ready.json")}, env)
 	logs := &syncBuffer{}
 	srv, err := New(cfg, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {

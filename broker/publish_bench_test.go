@@ -15,15 +15,7 @@ import (
 // startInProcess runs a broker in this process on 127.0.0.1 random ports, auth off.
 func startInProcess(tb testing.TB, env map[string]string) (*Server, func()) {
 	tb.Helper()
-	base := map[string]string{"FELIX_QUIC_BIND": "127.0.0.1:0", "FELIX_BROKER_METRICS_BIND": "127.0.0.1:0",
-		"FELIX_DURABLE_STORAGE_DIR": tb.TempDir(), "FELIX_AUTH": "off", "FELIX_CORE_SHARDS": "1", "FELIX_DURABLE_SEGMENT_BYTES": "1048576"}
-	for k, v := range env {
-		base[k] = v
-	}
-	cfg, _, err := LoadConfig(nil, envOf(base))
-	if err != nil {
-		tb.Fatal(err)
-	}
+	cfg := testConfig(tb, tb.TempDir(), env)
 	srv, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		tb.Fatal(err)
@@ -40,6 +32,25 @@ func startInProcess(tb testing.TB, env map[string]string) (*Server, func()) {
 			tb.Errorf("Run: %v", err)
 		}
 	}
+}
+
+// testConfig loads the test defaults (loopback client and metrics binds on kernel-chosen
+// ports, auth off, one core shard, 1 MiB segments, durable storage in dataDir) with each of
+// envs over them in order; a setting LoadConfig refuses fails the test.
+func testConfig(tb testing.TB, dataDir string, envs ...map[string]string) *Config {
+	tb.Helper()
+	base := map[string]string{"FELIX_QUIC_BIND": "127.0.0.1:0", "FELIX_BROKER_METRICS_BIND": "127.0.0.1:0",
+		"FELIX_DURABLE_STORAGE_DIR": dataDir, "FELIX_AUTH": "off", "FELIX_CORE_SHARDS": "1", "FELIX_DURABLE_SEGMENT_BYTES": "1048576"}
+	for _, env := range envs {
+		for k, v := range env {
+			base[k] = v
+		}
+	}
+	cfg, _, err := LoadConfig(nil, envOf(base))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cfg
 }
 
 // BenchmarkBinaryPublish pushes acked binary batches (0x0009) through a real QUIC stream

@@ -48,9 +48,7 @@ func TestReconcilerDrivesTheEngine(t *testing.T) {
 		cref("c", 0): {Leader: "n3"},
 		cref("c", 1): {Leader: "n1", Generation: 1},
 	})
-	if err := r.Reconcile(); err != nil {
-		t.Fatal(err)
-	}
+	mustReconcile(t, r)
 	want := []core.ShardState{{Ref: sref("a", 0), Role: core.RoleLeader, Generation: 2},
 		{Ref: sref("a", 1), Role: core.RoleFollower, Generation: 4}, {Ref: cref("c", 1), Role: core.RoleLeader, Generation: 1}}
 	if got := e.Shards(); !reflect.DeepEqual(got, want) {
@@ -69,9 +67,7 @@ func TestReconcilerDrivesTheEngine(t *testing.T) {
 	}
 	// Leadership of a#1 comes to n1; a#0 and c#1 go elsewhere entirely.
 	owners.Replace(Ownership{sref("a", 1): {Leader: "n1", Generation: 5}, sref("a", 0): {Leader: "n2", Generation: 3}})
-	if err := r.Reconcile(); err != nil {
-		t.Fatal(err)
-	}
+	mustReconcile(t, r)
 	want = []core.ShardState{{Ref: sref("a", 1), Role: core.RoleLeader, Generation: 5}}
 	if got := e.Shards(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after the move: %+v, want %+v", got, want)

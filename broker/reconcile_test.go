@@ -196,6 +196,14 @@ func (f *fakeShards) takeCalls() []string {
 	return c
 }
 
+// mustReconcile runs one pass of r and fails the test on its error.
+func mustReconcile(t *testing.T, r *Reconciler) {
+	t.Helper()
+	if err := r.Reconcile(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // reconcileFixture is a catalog with stream t/ns/a (3 shards) and cache t/ns/c (2 shards),
 // an ownership table, a fake engine and a reconciler for node n1.
 func reconcileFixture(t *testing.T) (*Catalog, *OwnershipTable, *fakeShards, *Reconciler) {
@@ -227,9 +235,7 @@ func TestReconcilerOpensOnlyTheShardsThisNodeHolds(t *testing.T) {
 		cref("c", 0): {Leader: "n3", ReplicaSet: []string{"n2"}},
 		cref("c", 1): {Leader: "n1"},
 	})
-	if err := r.Reconcile(); err != nil {
-		t.Fatal(err)
-	}
+	mustReconcile(t, r)
 	want := map[core.ShardRef]core.ShardState{
 		sref("a", 0): {Ref: sref("a", 0), Role: core.RoleLeader, Generation: 2},
 		sref("a", 1): {Ref: sref("a", 1), Role: core.RoleFollower, Generation: 5},
@@ -239,9 +245,7 @@ func TestReconcilerOpensOnlyTheShardsThisNodeHolds(t *testing.T) {
 		t.Fatalf("engine holds %v, want %v", got, want)
 	}
 	eng.takeCalls()
-	if err := r.Reconcile(); err != nil {
-		t.Fatal(err)
-	}
+	mustReconcile(t, r)
 	if c := eng.takeCalls(); len(c) != 0 {
 		t.Fatalf("second pass not idempotent: %v", c)
 	}
@@ -251,9 +255,7 @@ func TestReconcilerOpensOnlyTheShardsThisNodeHolds(t *testing.T) {
 		sref("a", 1): {Leader: "n1", ReplicaSet: []string{"n2"}, Generation: 6},
 		cref("c", 1): {Leader: "n3"},
 	})
-	if err := r.Reconcile(); err != nil {
-		t.Fatal(err)
-	}
+	mustReconcile(t, r)
 	wantCalls := []string{"close " + cref("c", 1).String(),
 		fmt.Sprintf("set %v %d@3", sref("a", 0), core.RoleFollower), fmt.Sprintf("set %v %d@6", sref("a", 1), core.RoleLeader)}
 	if c := eng.takeCalls(); !reflect.DeepEqual(c, wantCalls) {
@@ -276,9 +278,7 @@ func TestReconcilerRetriesAFailedOpenOnTheNextPass(t *testing.T) {
 	eng.mu.Lock()
 	delete(eng.fail, sref("a", 1))
 	eng.mu.Unlock()
-	if err := r.Reconcile(); err != nil {
-		t.Fatal(err)
-	}
+	mustReconcile(t, r)
 	if got := len(eng.held()); got != 3 {
 		t.Fatalf("after the retry %d shards open, want 3", got)
 	}
@@ -316,9 +316,7 @@ func TestReconcilerRunFollowsCatalogAndOwnershipChanges(t *testing.T) {
 func TestOpenAheadPinsUntilTheCatalogInstallsTheChange(t *testing.T) {
 	cat, owners, eng, r := reconcileFixture(t)
 	owners.Replace(SingleNode("n1", cat))
-	if err := r.Reconcile(); err != nil {
-		t.Fatal(err)
-	}
+	mustReconcile(t, r)
 	// A create of t/ns/b opens ahead at the generation its install will have.
 	b := Stream{TenantID: "t", Namespace: "ns", Stream: "b", Shards: 2}
 	spec := streamSpec(b)
@@ -327,9 +325,7 @@ func TestOpenAheadPinsUntilTheCatalogInstallsTheChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A pass that read the catalog before the install keeps b open.
-	if err := r.Reconcile(); err != nil {
-		t.Fatal(err)
-	}
+	mustReconcile(t, r)
 	if _, ok := eng.held()[sref("b", 1)]; !ok {
 		t.Fatal("a pass before the install closed the shard opened ahead")
 	}
@@ -337,9 +333,7 @@ func TestOpenAheadPinsUntilTheCatalogInstallsTheChange(t *testing.T) {
 	if err := cat.CreateTenant(Tenant{TenantID: "other"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Reconcile(); err != nil {
-		t.Fatal(err)
-	}
+	mustReconcile(t, r)
 	if _, ok := eng.held()[sref("b", 0)]; ok {
 		t.Fatal("a shard pinned for a create that was never installed stays open")
 	}
@@ -351,9 +345,7 @@ func TestOpenAheadPinsUntilTheCatalogInstallsTheChange(t *testing.T) {
 	}); err != nil || !removed {
 		t.Fatalf("RemoveAhead: %v removed=%v", err, removed)
 	}
-	if err := r.Reconcile(); err != nil {
-		t.Fatal(err)
-	}
+	mustReconcile(t, r)
 	if _, ok := eng.held()[sref("a", 0)]; ok {
 		t.Fatal("a pass before the delete installed reopened a removed shard")
 	}
@@ -385,9 +377,7 @@ func TestOpenAheadClosesWhatItOpenedOnAFailure(t *testing.T) {
 func TestOpenAheadHoldsUntilTheTableNamesTheShards(t *testing.T) {
 	cat, owners, eng, r := reconcileFixture(t)
 	owners.Replace(SingleNode("n1", cat))
-	if err := r.Reconcile(); err != nil {
-		t.Fatal(err)
-	}
+	mustReconcile(t, r)
 	b := Stream{TenantID: "t", Namespace: "ns", Stream: "b", Shards: 2}
 	_, err := cat.CreateStream(b, func(st Stream) error {
 		spec := streamSpec(st)
@@ -396,25 +386,19 @@ func TestOpenAheadHoldsUntilTheTableNamesTheShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Reconcile(); err != nil {
-		t.Fatal(err)
-	}
+	mustReconcile(t, r)
 	if _, ok := eng.held()[sref("b", 1)]; !ok {
 		t.Fatal("a pass with a table behind the catalog closed a shard just created")
 	}
 	owners.Replace(SingleNode("n1", cat))
-	if err := r.Reconcile(); err != nil {
-		t.Fatal(err)
-	}
+	mustReconcile(t, r)
 	if len(r.pins) != 0 || len(eng.held()) != 7 {
 		t.Fatalf("pins %v, %d shards open; want none and 7", r.pins, len(eng.held()))
 	}
 	next := SingleNode("n1", cat)
 	next[sref("b", 0)] = Assignment{Leader: "n2"}
 	owners.Replace(next)
-	if err := r.Reconcile(); err != nil {
-		t.Fatal(err)
-	}
+	mustReconcile(t, r)
 	if _, ok := eng.held()[sref("b", 0)]; ok {
 		t.Fatal("the table gave b#0 to n2 but it stays open here")
 	}

@@ -60,8 +60,18 @@ func TestStreamOptionsRefusedWithoutDurableStorage(t *testing.T) {
 // status and answer.
 func adminPost(t *testing.T, srv *Server, method, path string, body any) (int, string) {
 	t.Helper()
+	return adminRequest(t, srv, method, path, "", body)
+}
+
+// adminRequest sends body as JSON with method to path on srv's admin API, with token as
+// its bearer credential (none when empty), and returns the status and answer.
+func adminRequest(t *testing.T, srv *Server, method, path, token string, body any) (int, string) {
+	t.Helper()
 	data, _ := json.Marshal(body)
 	req, _ := http.NewRequest(method, "http://"+srv.HTTPAddr().String()+path, bytes.NewReader(data))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
