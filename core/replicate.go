@@ -134,9 +134,10 @@ func (e *Engine) ReadReplica(addr LogAddr, from uint64, maxBytes int, fn func(r 
 // first, first+1, ... of addr's log on the owning core — replication's apply-at-offset
 // append, seeds/internal-protocol.txt "Replication" — for a shard open here as
 // RoleFollower at generation only. Once the append completed, done runs on the core with
-// the log's durable_offset as soon as an fdatasync covers the batch (at once under
-// fsync on_commit, which the broker sets for Quorum streams; else at the next periodic
-// fdatasync): a follower acknowledges only what it has fsynced. done must not block. The
+// the log's durable_offset as soon as an fdatasync covers the batch, whatever the fsync
+// mode (issue 18: "replicated batches are group-committed with fdatasync"): at once
+// under on_commit, else through seglog.Log.SyncNow, one fdatasync for every batch written
+// before it: a follower acknowledges only what it has fsynced. done must not block. The
 // shard's committed and release marks follow the log (a follower serves no client; a
 // promoted follower serves what it holds, as a reopened shard does), and batches it still
 // held from leading fail with ErrMoved. recs is not retained.
@@ -173,8 +174,24 @@ func (s *streamShard) replicated(last uint64, err error, done func(uint64, error
 		return
 	}
 	s.followLog()
+	if sn, ok := s.records.(syncNowLog); ok {
+		// Whatever the fsync mode: one fdatasync on demand, shared by every batch
+		// written before it (seglog.Log.SyncNow).
+		if err := sn.SyncNow(func(durable uint64, err error) { done(durable, storageError("replicate fdatasync", err)) }); err != nil {
+			done(0, storageError("replicate fdatasync", err))
+		}
+		return
+	}
 	s.OnDurable(last+1, func() { done(s.records.DurableOffset(), nil) })
 }
+
+// syncNowLog is a shardLog that fdatasyncs on demand (the seglog disk's logs).
+type syncNowLog interface {
+	SyncNow(done func(durable uint64, err error)) error
+}
+
+// SyncNow asks for an fdatasync covering every staged record (seglog.Log.SyncNow).
+func (l *seglogLog) SyncNow(done func(durable uint64, err error)) error { return l.log.SyncNow(done) }
 
 // followLog moves the follower's committed and release marks (and the fanout start) to
 // the log's tail: every record of a follower's log came from its leader. Batches still

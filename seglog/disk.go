@@ -298,6 +298,7 @@ func (d *Disk) complete(userData uint64, res int64, err error) {
 	case tagPeriodic:
 		l.periodicDone(err)
 	}
+	l.runSyncNow()
 }
 
 // drain runs Flush and Poll until l has nothing staged or in flight. Used by

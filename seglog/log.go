@@ -75,6 +75,8 @@ type Log struct {
 	core     *readCursor // the core's read state
 	epochs   []Epoch
 	recovery RecoveryInfo
+
+	syncWaiters []syncNowWaiter // SyncNow's callers waiting for an fdatasync (syncnow.go)
 }
 
 // RecoveryInfo describes what Open found and repaired.
