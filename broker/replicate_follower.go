@@ -108,6 +108,14 @@ func (s *Server) handleReplicate(ctx context.Context, peer string, req proto.Int
 		// core stores only at the shard's generation, so the leader retries shortly.
 		return replicateError(corr, proto.InternalStaleRoute)
 	}
+	if d.Ballot != nil && *d.Ballot != fs.Ballot {
+		b := seglog.Ballot{Generation: d.Ballot.Generation, Leader: d.Ballot.Leader}
+		if err := s.engine.SetReplicaBallot(addr, b); err != nil {
+			// A fence this follower cannot keep across a restart is not accepted.
+			s.log.Warn("replication: ballot not written", "log", addr.String(), "leader", peer, "err", err)
+			return replicateError(corr, storageCode(err))
+		}
+	}
 	ans := s.carryOut(ctx, addr, st.Generation, d)
 	if d.Compared != nil || d.Ballot != nil {
 		s.repl.mu.Lock()
@@ -161,8 +169,13 @@ func (r *replication) followerState(s *Server, addr core.LogAddr, st core.Replic
 	r.mu.Lock()
 	mem := r.followed[addr]
 	if mem == nil {
-		mem = &followerMem{}
-		r.followed[addr] = mem
+		r.mu.Unlock()
+		stored := storedBallot(s, addr) // the engine's core, not under r.mu
+		r.mu.Lock()
+		if mem = r.followed[addr]; mem == nil {
+			mem = &followerMem{ballot: stored}
+			r.followed[addr] = mem
+		}
 	}
 	ballot := replica.Ballot{Generation: st.Generation}
 	switch {
@@ -182,6 +195,18 @@ func (r *replication) followerState(s *Server, addr core.LogAddr, st core.Replic
 	return replica.FollowerState{Kind: replica.ShardStream, Log: addr.Log, Member: member,
 		HasLog: st.Tail > 0 || st.Earliest > 0, Start: st.Earliest, Tail: st.Tail, Durable: st.Durable,
 		Epochs: eps, Ballot: ballot, Records: replicaReader{e: s.engine, addr: addr}, Compared: compared}, mem
+}
+
+// storedBallot is the ballot file of addr's log (core.Engine.ReplicaBallot) as the
+// follower's memory starts from: a fence accepted before a restart still refuses the
+// leaders it fenced out. Unreadable counts as empty (the file is not versioned with the
+// segments; an older build never wrote it).
+func storedBallot(s *Server, addr core.LogAddr) replica.Ballot {
+	b, err := s.engine.ReplicaBallot(addr)
+	if err != nil {
+		return replica.Ballot{}
+	}
+	return replica.Ballot{Generation: b.Generation, Leader: b.Leader}
 }
 
 // replicaReader is the decider's Reader over the follower's stored records, each payload
