@@ -89,6 +89,21 @@ func (h *harness) publish(req *PublishRequest) *ack {
 	return a
 }
 
+// publishThirdHeld publishes a, b and c (one record each) to testStream behind a Block
+// subscriber with a queue of 1 that reads nothing, steps twice and fails the test unless a
+// is acked, b is acked (parked in the overflow) and c is held; it returns c's ack.
+func (h *harness) publishThirdHeld() *ack {
+	h.t.Helper()
+	a1 := h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("a", 1)})
+	a2 := h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("b", 1)}) // parks in overflow
+	a3 := h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("c", 1)}) // held
+	h.step(2)
+	if a1.calls != 1 || a2.calls != 1 || a3.calls != 0 {
+		h.t.Fatalf("acks %d %d %d; want the third held", a1.calls, a2.calls, a3.calls)
+	}
+	return a3
+}
+
 func payloads(prefix string, n int) [][]byte {
 	out := make([][]byte, n)
 	for i := range out {
