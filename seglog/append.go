@@ -96,12 +96,7 @@ func (l *Log) AppendRecord(r Record, done func(first, last uint64, err error)) e
 		return err
 	}
 	u := l.stageUnit(s, total)
-	if s.wantsIndex(s.size, l.opts.IndexSpacingBytes) {
-		l.mu.Lock()
-		s.index = append(s.index, IndexEntry{Offset: l.next, Position: uint64(s.size)})
-		l.mu.Unlock()
-		s.lastIdx = s.size
-	}
+	l.indexNext(s)
 	r.Offset = l.next
 	AppendRecord(u.buf[u.n:u.n], s.version, &r)
 	u.n += total
@@ -117,17 +112,23 @@ func (l *Log) AppendRecord(r Record, done func(first, last uint64, err error)) e
 	return nil
 }
 
+// indexNext adds the sparse index entry of the record about to be staged at
+// NextOffset at the end of s when the index spacing asks for one (spec §2.3);
+// readers see the index under l.mu.
+func (l *Log) indexNext(s *segment) {
+	if s.wantsIndex(s.size, l.opts.IndexSpacingBytes) {
+		l.mu.Lock()
+		s.index = append(s.index, IndexEntry{Offset: l.next, Position: uint64(s.size)})
+		l.mu.Unlock()
+		s.lastIdx = s.size
+	}
+}
+
 // stageRecords encodes payloads at the end of the active unit.
 func (l *Log) stageRecords(s *segment, payloads [][]byte, ts int64, total int) {
 	u := l.stageUnit(s, total)
 	for _, p := range payloads {
-		pos := s.size
-		if s.wantsIndex(pos, l.opts.IndexSpacingBytes) {
-			l.mu.Lock()
-			s.index = append(s.index, IndexEntry{Offset: l.next, Position: uint64(pos)})
-			l.mu.Unlock()
-			s.lastIdx = pos
-		}
+		l.indexNext(s)
 		n := RecordHeaderLenV3 + len(p)
 		putRecordV3(u.buf[u.n:u.n+n], l.next, ts, p)
 		u.n += n

@@ -102,13 +102,7 @@ func (l *Log) stageAt(s *segment, recs []Record, total int) {
 	u := l.stageUnit(s, total)
 	for i := range recs {
 		r := &recs[i]
-		pos := s.size
-		if s.wantsIndex(pos, l.opts.IndexSpacingBytes) {
-			l.mu.Lock()
-			s.index = append(s.index, IndexEntry{Offset: l.next, Position: uint64(pos)})
-			l.mu.Unlock()
-			s.lastIdx = pos
-		}
+		l.indexNext(s)
 		n := r.EncodedLen(s.version)
 		AppendRecord(u.buf[u.n:u.n], s.version, r)
 		u.n += n
