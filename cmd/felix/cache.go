@@ -25,13 +25,18 @@ func (a *app) cacheCommand() *cobra.Command {
 	return cmd
 }
 
-// valueJSON is how --json shows bytes: "value" when they are UTF-8 text, else
-// "value_base64" (encoding/json encodes []byte as standard base64).
+// valueJSON is how --json shows a cache value: bytesJSON under "value".
 func valueJSON(out map[string]any, v []byte) map[string]any {
+	return bytesJSON(out, "value", v)
+}
+
+// bytesJSON is how --json shows bytes (docs/cli.md, "Output"): out[field] when they are
+// UTF-8 text, else out[field+"_base64"] (encoding/json encodes []byte as standard base64).
+func bytesJSON(out map[string]any, field string, v []byte) map[string]any {
 	if utf8.Valid(v) {
-		out["value"] = string(v)
+		out[field] = string(v)
 	} else {
-		out["value_base64"] = v
+		out[field+"_base64"] = v
 	}
 	return out
 }

@@ -30,6 +30,9 @@ func (a *app) streamCreate() *cobra.Command {
 		Short: "Create a stream",
 		Args:  nameArgs(1, 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkStreamCreate(shards, maxAge, maxBytes); err != nil {
+				return err
+			}
 			spec := client.StreamInfo{Name: args[0], Shards: shards, Durable: !memory, Kind: kind,
 				Routing: routing, Delivery: delivery, Consistency: consistency}
 			if maxAge > 0 {
@@ -54,7 +57,7 @@ func (a *app) streamCreate() *cobra.Command {
 			if !got.Durable {
 				storage = "in-memory"
 			}
-			fmt.Fprintf(a.stdout, "created stream %s/%s/%s (%d shards, %s)\n", got.Tenant, got.Namespace, got.Name, got.Shards, storage)
+			fmt.Fprintf(a.stdout, "created stream %s/%s/%s (%s, %s)\n", got.Tenant, got.Namespace, got.Name, plural(got.Shards, "shard"), storage)
 			return nil
 		},
 	}
@@ -68,6 +71,18 @@ func (a *app) streamCreate() *cobra.Command {
 	f.Int64Var(&maxAge, "retention-seconds", 0, "drop sealed segments whose newest record is older than this (0 = the broker's FELIX_DURABLE_RETENTION_SECONDS); durable streams only")
 	f.Int64Var(&maxBytes, "retention-bytes", 0, "keep about this many bytes per shard, dropping the oldest sealed segments (0 = the broker's FELIX_DURABLE_RETENTION_BYTES); durable streams only")
 	return cmd
+}
+
+// checkStreamCreate refuses, as usage errors naming the flag, the stream create values the
+// admin API would refuse: --shards outside 1..4096, a negative retention bound.
+func checkStreamCreate(shards uint32, maxAge, maxBytes int64) error {
+	if err := checkRange("shards", int64(shards), 1, maxShardCount); err != nil {
+		return err
+	}
+	if err := checkNonNegative("retention-seconds", maxAge); err != nil {
+		return err
+	}
+	return checkNonNegative("retention-bytes", maxBytes)
 }
 
 func (a *app) streamList() *cobra.Command {
@@ -174,6 +189,9 @@ func (a *app) cacheCreate() *cobra.Command {
 		Short: "Create a cache (admin API)",
 		Args:  nameArgs(1, 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkRange("shards", int64(shards), 1, maxShardCount); err != nil {
+				return err
+			}
 			durable := !memory
 			var got client.CacheInfo
 			err := a.adminCall(cmd.Context(), func(ctx context.Context, ad *client.Admin) (err error) {
@@ -187,7 +205,7 @@ func (a *app) cacheCreate() *cobra.Command {
 				a.printJSON(got)
 				return nil
 			}
-			fmt.Fprintf(a.stdout, "created cache %s/%s/%s (%d shards)\n", got.Tenant, got.Namespace, got.Name, got.Shards)
+			fmt.Fprintf(a.stdout, "created cache %s/%s/%s (%s)\n", got.Tenant, got.Namespace, got.Name, plural(got.Shards, "shard"))
 			return nil
 		},
 	}

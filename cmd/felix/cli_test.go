@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"felix/auth"
 	"felix/client"
@@ -228,10 +230,22 @@ func FuzzDumpLineJSON(f *testing.F) {
 		checkDumpShape(t, line, dumpLineJSON(line))
 		rec := fmt.Sprintf("offset %d ts %d kind %d len %d payload %s", off, ts, kind, n, strconv.Quote(payload))
 		j := dumpLineJSON(rec)
-		if j["offset"] != off || j["ts_us"] != ts || j["kind"] != int64(kind) || j["len"] != int64(n) || j["payload"] != payload {
+		if j["offset"] != off || j["ts_us"] != ts || j["kind"] != int64(kind) || j["len"] != int64(n) || !samePayload(j, payload) {
 			t.Fatalf("record line %q became %v", rec, j)
 		}
 	})
+}
+
+// samePayload reports whether j shows payload the way docs/cli.md says: "payload" for
+// UTF-8 text, else only "payload_base64" holding the bytes.
+func samePayload(j map[string]any, payload string) bool {
+	if utf8.ValidString(payload) {
+		_, b64 := j["payload_base64"]
+		return j["payload"] == payload && !b64
+	}
+	b, ok := j["payload_base64"].([]byte)
+	_, text := j["payload"]
+	return ok && string(b) == payload && !text
 }
 
 // checkDumpShape fails t unless j is one of dumpLineJSON's three objects for line: the
@@ -246,6 +260,11 @@ func checkDumpShape(t *testing.T, line string, j map[string]any) {
 	}
 	if len(j) == 1 && j["line"] == line {
 		return
+	}
+	if b, ok := j["payload_base64"]; ok {
+		j = maps.Clone(j)
+		j["payload"] = b
+		delete(j, "payload_base64")
 	}
 	for _, k := range []string{"offset", "ts_us", "kind", "len", "payload"} {
 		if _, ok := j[k]; !ok || len(j) != 5 {

@@ -16,6 +16,12 @@ import (
 // default, traffic that never leaves the host) is accepted unverified and any other
 // server is verified against the system roots (docs/cli.md, "TLS").
 func (a *app) dial(ctx context.Context) (*client.Client, error) {
+	if a.insecureErr != nil {
+		return nil, a.insecureErr
+	}
+	if err := checkServerAddr(a.server); err != nil {
+		return nil, err
+	}
 	token, err := a.resolveToken()
 	if err != nil {
 		return nil, err
@@ -57,6 +63,9 @@ func classify(err error) error {
 	switch {
 	case errors.Is(err, client.ErrInvalidArgument), errors.As(err, &ae) && ae.Status == http.StatusBadRequest:
 		return withKind(ErrUsage, err)
+	case errors.As(err, &ae) && (ae.Code == "overloaded" || ae.Code == "shard_unavailable"):
+		// the shard limit (FELIX_MAX_SHARDS: HTTP 409 "overloaded", docs/cli.md exit 6)
+		return withKind(ErrUnavailable, err)
 	case errors.Is(err, client.ErrNotFound), errors.Is(err, client.ErrCursor):
 		return withKind(ErrNotFound, err)
 	case errors.Is(err, client.ErrUnauthorized):

@@ -131,7 +131,7 @@ use "felix group poll --ack" or "felix sub --group" to lease and acknowledge in 
 			if err != nil {
 				return fmt.Errorf("group %s ack %s: %w", args[1], args[0], err)
 			}
-			a.done(map[string]any{"acked": offsets, "shard": shard}, "acked %d offsets", len(offsets))
+			a.done(map[string]any{"acked": offsets, "shard": shard}, "acked %s", plural(len(offsets), "offset"))
 			return nil
 		},
 	}
@@ -164,7 +164,7 @@ the same connection are accepted; use "felix group poll --nack" from the CLI.`,
 			if err != nil {
 				return fmt.Errorf("group %s nack %s: %w", args[1], args[0], err)
 			}
-			a.done(map[string]any{"nacked": offsets, "shard": shard}, "nacked %d offsets", len(offsets))
+			a.done(map[string]any{"nacked": offsets, "shard": shard}, "nacked %s", plural(len(offsets), "offset"))
 			return nil
 		},
 	}
@@ -250,7 +250,7 @@ func (a *app) groupDLQRedrive() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("group %s redrive %s: %w", args[1], args[0], err)
 			}
-			a.done(map[string]any{"redriven": n, "shard": shard}, "redrove %d offsets", n)
+			a.done(map[string]any{"redriven": n, "shard": shard}, "redrove %s", plural(n, "offset"))
 			return nil
 		},
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -158,6 +157,12 @@ func (a *app) logDump() *cobra.Command {
 		Short: "Print records: offset, timestamp, kind, length, payload prefix",
 		Args:  nArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkNonNegative("limit", limit); err != nil {
+				return err
+			}
+			if err := checkRange("payload-bytes", int64(payloadBytes), -1, maxInt64); err != nil {
+				return err
+			}
 			dir, err := a.logDir(cmd, args)
 			if err != nil {
 				return err
@@ -167,12 +172,14 @@ func (a *app) logDump() *cobra.Command {
 				_, err := seglog.Dump(dir, a.stdout, opts)
 				return err
 			}
+			// Every line Dump prints is whole and quoted (no raw newline inside), so the
+			// output splits on '\n' with no line-length bound (--payload-bytes may be large).
 			var buf bytes.Buffer
 			_, err = seglog.Dump(dir, &buf, opts)
-			sc := bufio.NewScanner(&buf)
-			sc.Buffer(make([]byte, 64<<10), 16<<20)
-			for sc.Scan() {
-				a.printJSON(dumpLineJSON(sc.Text()))
+			for _, line := range bytes.Split(buf.Bytes(), []byte{'\n'}) {
+				if len(line) > 0 {
+					a.printJSON(dumpLineJSON(string(line)))
+				}
 			}
 			return err
 		},
@@ -184,7 +191,8 @@ func (a *app) logDump() *cobra.Command {
 }
 
 // dumpLineJSON turns one seglog.Dump line ("offset O ts T kind K len L payload Q" or
-// "problem: ...") into a JSON object.
+// "problem: ...") into a JSON object; the payload prefix is "payload" when it is UTF-8
+// text, else "payload_base64" (bytesJSON, the rule of sub --json).
 func dumpLineJSON(line string) map[string]any {
 	if p, ok := strings.CutPrefix(line, "problem: "); ok {
 		return map[string]any{"problem": p}
@@ -200,9 +208,10 @@ func dumpLineJSON(line string) map[string]any {
 	if _, err := fmt.Sscanf(line[:i], "offset %d ts %d kind %d len %d", &off, &ts, &kind, &n); err != nil {
 		return map[string]any{"line": line}
 	}
+	out := map[string]any{"offset": off, "ts_us": ts, "kind": kind, "len": n}
 	payload, err := strconv.Unquote(rest)
 	if err != nil {
-		payload = rest
+		return bytesJSON(out, "payload", []byte(rest)) // not a quoted string: shown as printed
 	}
-	return map[string]any{"offset": off, "ts_us": ts, "kind": kind, "len": n, "payload": payload}
+	return bytesJSON(out, "payload", []byte(payload)) // payload_base64 when not UTF-8, as sub --json
 }

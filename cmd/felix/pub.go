@@ -16,8 +16,22 @@ import (
 	"felix/proto"
 )
 
-// maxLineBytes bounds one input line of `felix pub` (a record), well under the frame cap.
+// maxLineBytes bounds one input line of `felix pub` (a record, without its line ending):
+// lines of up to 8 MiB are published (docs/cli.md), well under the frame cap.
 const maxLineBytes = 8 << 20
+
+// newLineScanner returns a scanner of the lines of in that holds a line of maxLineBytes
+// plus its line ending ("\r\n"); scanLines refuses a longer line.
+func newLineScanner(in io.Reader) *bufio.Scanner {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), maxLineBytes+2)
+	return sc
+}
+
+// errLineTooLong is the usage error (exit 2) for an input line over maxLineBytes.
+func errLineTooLong() error {
+	return withKind(ErrUsage, fmt.Errorf("a line is longer than %d bytes (8 MiB)", maxLineBytes))
+}
 
 // pubCommand is `felix pub STREAM [MSG | --file F | lines from stdin] [--key K]`: one record
 // from MSG, else one record per line of F or of stdin (the newline is not part of the
@@ -48,8 +62,8 @@ routing: modulo or jump_hash); the shard is printed with the offset.`,
 			if len(args) == 2 && file != "" {
 				return usagef("give MSG or --file, not both")
 			}
-			if len(key) > proto.MaxKeyLen {
-				return usagef("--key is %d bytes, at most %d", len(key), proto.MaxKeyLen)
+			if cmd.Flags().Changed("key") && (len(key) < 1 || len(key) > proto.MaxKeyLen) {
+				return usagef("--key is %d bytes: want 1..%d bytes (leave --key out for unkeyed records)", len(key), proto.MaxKeyLen)
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
@@ -77,9 +91,9 @@ routing: modulo or jump_hash); the shard is printed with the offset.`,
 				fmt.Fprintln(a.stderr)
 			}
 			if err != nil {
-				return fmt.Errorf("publish to %s: %d records acknowledged, %d failed: %w", args[0], stats.acked, stats.failed, err)
+				return fmt.Errorf("publish to %s: %s acknowledged, %d failed: %w", args[0], plural(stats.acked, "record"), stats.failed, err)
 			}
-			a.done(map[string]any{"stream": args[0], "records": stats.acked}, "published %d records to %s", stats.acked, args[0])
+			a.done(map[string]any{"stream": args[0], "records": stats.acked}, "published %s to %s", plural(stats.acked, "record"), args[0])
 			return nil
 		},
 	}
@@ -184,10 +198,13 @@ func (a *app) pubLines(ctx context.Context, c *client.Client, stream string, key
 		}
 		waitDone <- first
 	}()
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
+	sc := newLineScanner(in)
 	var readErr error
 	for sc.Scan() {
+		if len(sc.Bytes()) > maxLineBytes {
+			readErr = errLineTooLong()
+			break
+		}
 		pd, err := p.PublishKeyed(wctx, key, sc.Bytes())
 		if err != nil {
 			readErr = err
@@ -198,7 +215,7 @@ func (a *app) pubLines(ctx context.Context, c *client.Client, stream string, key
 	if readErr == nil {
 		readErr = sc.Err()
 		if errors.Is(readErr, bufio.ErrTooLong) {
-			readErr = withKind(ErrUsage, fmt.Errorf("a line is longer than %d bytes", maxLineBytes))
+			readErr = errLineTooLong()
 		}
 	}
 	flushErr := p.Flush(wctx)

@@ -10,12 +10,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Defaults of the global flags (docs/cli.md, "Connection and credentials").
@@ -45,6 +47,7 @@ type app struct {
 	namespace    string
 	fingerprint  string
 	insecure     bool
+	insecureErr  error // FELIX_TLS_INSECURE is not a boolean (checked by dial unless --insecure is given)
 	jsonOut      bool
 	timeout      time.Duration
 }
@@ -106,6 +109,12 @@ func (a *app) rootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withKind(ErrUsage, err) })
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		a.tokenFlagSet = cmd.Flags().Changed("token")
+		if cmd.Flags().Changed("insecure") {
+			a.insecureErr = nil // the flag wins over the variable
+		}
+		if err := checkFlagValues(cmd); err != nil {
+			return err
+		}
 		return checkNameFlags(cmd)
 	}
 
@@ -117,7 +126,7 @@ func (a *app) rootCommand() *cobra.Command {
 	pf.StringVar(&a.tenant, "tenant", a.env(defaultTenant, "FELIX_TENANT", "FELIX_AUTH_TENANT"), "tenant (FELIX_TENANT)")
 	pf.StringVar(&a.namespace, "namespace", a.env(defaultNamespace, "FELIX_NAMESPACE"), "namespace (FELIX_NAMESPACE)")
 	pf.StringVar(&a.fingerprint, "fingerprint", a.env("", "FELIX_TLS_FINGERPRINT"), "pin the broker's TLS certificate: SHA-256 of its DER, hex (FELIX_TLS_FINGERPRINT)")
-	pf.BoolVar(&a.insecure, "insecure", a.env("", "FELIX_TLS_INSECURE") == "true", "accept any broker certificate (FELIX_TLS_INSECURE=true)")
+	pf.BoolVar(&a.insecure, "insecure", a.insecureDefault(), "accept any broker certificate (FELIX_TLS_INSECURE=true)")
 	pf.BoolVar(&a.jsonOut, "json", false, "print JSON (one object per line) instead of text")
 	pf.DurationVar(&a.timeout, "timeout", defaultTimeout, "deadline of one request (not of sub, watch or a whole publish)")
 
@@ -132,6 +141,20 @@ func (a *app) rootCommand() *cobra.Command {
 		a.logCommand(),
 	)
 	return root
+}
+
+// insecureDefault reads FELIX_TLS_INSECURE (unset or empty: false) like the broker reads
+// a boolean; a value that is not one is kept in insecureErr for dial to refuse (exit 2).
+func (a *app) insecureDefault() bool {
+	v := a.env("", "FELIX_TLS_INSECURE")
+	if v == "" {
+		return false
+	}
+	b, err := parseBoolValue(v)
+	if err != nil {
+		a.insecureErr = usagef("FELIX_TLS_INSECURE=%q: %v", v, err)
+	}
+	return b
 }
 
 // groupRunE is the RunE of commands that only hold subcommands: an unknown subcommand or
@@ -188,6 +211,32 @@ func checkNameFlags(cmd *cobra.Command) error {
 		}
 	}
 	return nil
+}
+
+// checkFlagValues refuses, as usage errors naming the flag and the allowed range, the
+// values of cmd's flags no command accepts: a negative duration (--timeout, --ttl,
+// --wait, --after, --idle-exit), a --timeout of 0, and a --shard past 0..4095.
+func checkFlagValues(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if err != nil {
+			return
+		}
+		switch f.Value.Type() {
+		case "duration":
+			d, _ := time.ParseDuration(f.Value.String())
+			err = checkDuration(f.Name, d)
+			if err == nil && f.Name == "timeout" && d == 0 {
+				err = usagef("--timeout 0s: want more than 0 (e.g. 30s)")
+			}
+		case "uint32":
+			if f.Name == "shard" {
+				n, _ := strconv.ParseUint(f.Value.String(), 10, 32)
+				err = checkRange("shard", int64(n), 0, maxShardIndex)
+			}
+		}
+	})
+	return err
 }
 
 // reportError prints a failed command's error: text on stderr, or a JSON object

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -35,11 +34,7 @@ func recordJSON(shard uint32, offset *uint64, payload []byte, publisher []byte, 
 	if offset != nil {
 		out["offset"] = *offset
 	}
-	if utf8.Valid(payload) {
-		out["payload"] = string(payload)
-	} else {
-		out["payload_base64"] = payload
-	}
+	bytesJSON(out, "payload", payload)
 	if len(publisher) > 0 {
 		out["publisher"] = string(publisher)
 	}
@@ -99,8 +94,8 @@ By default every shard of the stream is read (the shard count comes from the adm
 			if err != nil {
 				return err
 			}
-			if count < 0 {
-				return usagef("--count must not be negative")
+			if err := checkNonNegative("count", count); err != nil {
+				return err
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
@@ -145,8 +140,8 @@ func (a *app) streamShards(ctx context.Context, stream string, given []uint) ([]
 	if len(given) > 0 {
 		out := make([]uint32, len(given))
 		for i, s := range given {
-			if s > 4095 {
-				return nil, usagef("--shard %d: shards are 0..4095", s)
+			if s > maxShardIndex {
+				return nil, usagef("--shard %d: want 0..%d", s, maxShardIndex)
 			}
 			out[i] = uint32(s)
 		}
@@ -209,7 +204,11 @@ func (a *app) subscribe(ctx context.Context, c *client.Client, stream string, st
 			if a.jsonOut {
 				a.printJSON(map[string]any{"gap": rec.Gap, "shard": rec.Shard})
 			} else {
-				fmt.Fprintf(a.stderr, "felix: gap: %d records were dropped before this one on shard %d\n", rec.Gap, rec.Shard)
+				were := "were"
+				if rec.Gap == 1 {
+					were = "was"
+				}
+				fmt.Fprintf(a.stderr, "felix: gap: %s %s dropped before this one on shard %d\n", plural(rec.Gap, "record"), were, rec.Shard)
 			}
 		}
 		a.printRecord(rec.Shard, off, rec.Payload, rec.Publisher, showOffsets, nil)

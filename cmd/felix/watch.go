@@ -36,8 +36,8 @@ resumed from the last change's offset + 1; one lost before the first change with
 --from ends the watch with exit 5.`,
 		Args: nameArgs(2, 2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if count < 0 {
-				return usagef("--count must not be negative")
+			if err := checkNonNegative("count", count); err != nil {
+				return err
 			}
 			opts := client.WatchOptions{Prefix: prefix}
 			if from != "" {
