@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"time"
 
 	"felix/client"
 )
@@ -45,9 +46,25 @@ func (a *app) dial(ctx context.Context) (*client.Client, error) {
 	defer cancel()
 	c, err := client.Dial(ctx, a.server, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", a.server, classify(err))
+		err = classify(err)
+		if exitCode(err) == ExitUnavailable && answersTCP(a.server) {
+			return nil, fmt.Errorf("connect to %s: %w (is this the HTTP port? the client port is FELIX_QUIC_BIND (default :5000))", a.server, err)
+		}
+		return nil, fmt.Errorf("connect to %s: %w", a.server, err)
 	}
 	return c, nil
+}
+
+// answersTCP reports whether something accepts a TCP connection at addr within 500 ms.
+// The broker's client port is QUIC (UDP); a TCP listener there is most likely the admin
+// HTTP port given as --server by mistake, which a QUIC dial only reports as a timeout.
+func answersTCP(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
 }
 
 // classify attaches the CLI's failure kind to an SDK error (exit.go): the SDK's sentinels

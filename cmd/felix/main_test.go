@@ -129,7 +129,8 @@ func startBroker(dataDir, logPath string, env ...string) (readyInfo, func(), err
 // TestScripts runs testdata/script/*.txtar. Each script gets a fresh broker whose data
 // dir is $WORK/felix-data (so the CLI's default token file ./felix-data/admin.token is
 // the broker's admin token), and the environment FELIX_SERVER, FELIX_ADMIN_URL,
-// FELIX_TLS_FINGERPRINT, DATA (the data dir) and BROKER_LOG.
+// FELIX_TLS_FINGERPRINT, ADMIN_ADDR (the admin API's host:port), DATA (the data dir) and
+// BROKER_LOG.
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:                 filepath.Join("testdata", "script"),
@@ -145,6 +146,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("FELIX_SERVER", info.QUICAddr)
 			env.Setenv("FELIX_ADMIN_URL", "http://"+info.HTTPAddr)
 			env.Setenv("FELIX_TLS_FINGERPRINT", info.Fingerprint)
+			env.Setenv("ADMIN_ADDR", info.HTTPAddr)
 			env.Setenv("DATA", dataDir)
 			env.Setenv("BROKER_LOG", logPath)
 			return nil
@@ -237,10 +239,17 @@ func cmdStartBg(ts *testscript.TestScript, neg bool, args []string) {
 	})
 }
 
-// cmdWaitBg is "waitbg NAME": wait (at most 30 s) for a startbg process; it must exit 0.
+// cmdWaitBg is "waitbg NAME [N]": wait (at most 30 s) for a startbg process; it must exit
+// with code N (default 0).
 func cmdWaitBg(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 1 {
-		ts.Fatalf("usage: waitbg NAME")
+	if neg || len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: waitbg NAME [EXITCODE]")
+	}
+	want := 0
+	if len(args) == 2 {
+		n, err := strconv.Atoi(args[1])
+		ts.Check(err)
+		want = n
 	}
 	m, ok := bgProcs.Load(ts)
 	var v any
@@ -253,8 +262,16 @@ func cmdWaitBg(ts *testscript.TestScript, neg bool, args []string) {
 	p := v.(*bgProc)
 	select {
 	case err := <-p.done:
-		if err != nil {
+		got := 0
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee):
+			got = ee.ExitCode()
+		case err != nil:
 			ts.Fatalf("background %s: %v", args[0], err)
+		}
+		if got != want {
+			ts.Fatalf("background %s exited with %d, want %d", args[0], got, want)
 		}
 	case <-time.After(30 * time.Second):
 		p.cmd.Process.Kill()

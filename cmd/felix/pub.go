@@ -20,17 +20,26 @@ import (
 // lines of up to 8 MiB are published (docs/cli.md), well under the frame cap.
 const maxLineBytes = 8 << 20
 
-// newLineScanner returns a scanner of the lines of in that holds a line of maxLineBytes
-// plus its line ending ("\r\n"); scanLines refuses a longer line.
-func newLineScanner(in io.Reader) *bufio.Scanner {
+// scanLines calls each with every line of in (without "\n" or "\r\n"; the slice is only
+// valid during the call) until each fails, and returns that error, a usage error (exit 2)
+// for a line over maxLineBytes, or the read error. A line of exactly maxLineBytes is
+// accepted with or without its line ending: the buffer holds it and "\r\n".
+func scanLines(in io.Reader, each func(line []byte) error) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), maxLineBytes+2)
-	return sc
-}
-
-// errLineTooLong is the usage error (exit 2) for an input line over maxLineBytes.
-func errLineTooLong() error {
-	return withKind(ErrUsage, fmt.Errorf("a line is longer than %d bytes (8 MiB)", maxLineBytes))
+	tooLong := withKind(ErrUsage, fmt.Errorf("a line is longer than %d bytes (8 MiB)", maxLineBytes))
+	for sc.Scan() {
+		if len(sc.Bytes()) > maxLineBytes {
+			return tooLong
+		}
+		if err := each(sc.Bytes()); err != nil {
+			return err
+		}
+	}
+	if errors.Is(sc.Err(), bufio.ErrTooLong) {
+		return tooLong
+	}
+	return sc.Err()
 }
 
 // pubCommand is `felix pub STREAM [MSG | --file F | lines from stdin] [--key K]`: one record
@@ -198,26 +207,13 @@ func (a *app) pubLines(ctx context.Context, c *client.Client, stream string, key
 		}
 		waitDone <- first
 	}()
-	sc := newLineScanner(in)
-	var readErr error
-	for sc.Scan() {
-		if len(sc.Bytes()) > maxLineBytes {
-			readErr = errLineTooLong()
-			break
+	readErr := scanLines(in, func(line []byte) error {
+		pd, err := p.PublishKeyed(wctx, key, line)
+		if err == nil {
+			pending <- pd
 		}
-		pd, err := p.PublishKeyed(wctx, key, sc.Bytes())
-		if err != nil {
-			readErr = err
-			break
-		}
-		pending <- pd
-	}
-	if readErr == nil {
-		readErr = sc.Err()
-		if errors.Is(readErr, bufio.ErrTooLong) {
-			readErr = errLineTooLong()
-		}
-	}
+		return err
+	})
 	flushErr := p.Flush(wctx)
 	close(pending)
 	waitErr := <-waitDone

@@ -80,7 +80,7 @@ resumed from the last change's offset + 1; one lost before the first change with
 				case errors.Is(err, context.DeadlineExceeded):
 					return nil // --idle-exit
 				case err != nil:
-					return fmt.Errorf("watch %s %s: %w", args[0], args[1], classify(err))
+					return a.watchEnded(ctx, c, args[0], args[1], err)
 				}
 				if a.jsonOut {
 					out := map[string]any{"key": ch.Key, "op": string(ch.Op), "offset": ch.Offset}
@@ -104,4 +104,22 @@ resumed from the last change's offset + 1; one lost before the first change with
 	cmd.Flags().StringVar(&from, "from", "", "start at this offset of the key's cache shard (resume = last offset + 1)")
 	cmd.Flags().DurationVar(&idle, "idle-exit", 0, "exit (0) after this long without a change (0 = never)")
 	return cmd
+}
+
+// watchEnded is the error of a watch that ended with err. The broker ends a watch on a
+// deleted cache by closing its event stream, which the SDK reports as lost (indeterminate)
+// when no change was seen yet; so an indeterminate end is checked with a read of the key:
+// when the cache no longer exists the watch ended because of that, and the error is not
+// found (exit 3, docs/cli.md), else it stays indeterminate (exit 5).
+func (a *app) watchEnded(ctx context.Context, c *client.Client, cache, key string, err error) error {
+	err = classify(err)
+	if errors.Is(err, ErrIndeterminate) {
+		gctx, cancel := context.WithTimeout(ctx, a.timeout)
+		_, _, gerr := c.Get(gctx, cache, key)
+		cancel()
+		if errors.Is(gerr, client.ErrNotFound) {
+			return withKind(ErrNotFound, fmt.Errorf("watch %s %s: the cache no longer exists (%w)", cache, key, gerr))
+		}
+	}
+	return fmt.Errorf("watch %s %s: %w", cache, key, err)
 }
