@@ -166,6 +166,24 @@ func (r *replication) loop(ctx context.Context, kick <-chan struct{}) {
 	}
 }
 
+// detachReopened detaches a Quorum shard led here without a replica set that reopened
+// attached (its release-mark file from when it had one): alone, it releases at its
+// commit again. Only on a table that decides replica sets (SetPlacement's, the static
+// cluster's) or on a broker that is a single node (no internal listener): the
+// single-node table a clustered broker runs on before its placement arrives says
+// nothing about the replica set, and detaching on it would release the recovered tail.
+func detachReopened(s *Server, ref core.ShardRef) {
+	if s.repl.place.Load() == nil && len(s.cfg.ClusterPeers) == 0 && s.cfg.InternalBind != "" {
+		return
+	}
+	st, err := s.engine.ReplicaState(core.LogAddr{Kind: ref.Kind, Name: ref.Name, Shard: ref.Shard, Log: proto.LogStream})
+	if err == nil && st.Replicated {
+		if err := s.engine.SetReplicated(ref, false); err != nil {
+			s.log.Warn("replication: detaching a reopened shard failed", "shard", ref.String(), "err", err)
+		}
+	}
+}
+
 // leaderWant is one shard this node leads with a replica set, as the plan wants it shipped.
 type leaderWant struct {
 	gen        uint64
@@ -184,7 +202,11 @@ func (r *replication) plan(ctx context.Context) {
 	for _, st := range s.engine.Shards() {
 		a, ok := owners[st.Ref]
 		if st.Ref.Kind != core.ShardStream || st.Role != core.RoleLeader || !ok || a.Leader != s.nodeID() ||
-			a.Generation != st.Generation || len(a.ReplicaSet) == 0 {
+			a.Generation != st.Generation {
+			continue
+		}
+		if len(a.ReplicaSet) == 0 {
+			detachReopened(s, st.Ref)
 			continue
 		}
 		info, err := s.engine.StreamInfo(st.Ref.Name)

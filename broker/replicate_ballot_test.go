@@ -2,6 +2,7 @@ package broker
 
 import (
 	"testing"
+	"time"
 
 	"felix/core"
 	"felix/proto"
@@ -28,4 +29,29 @@ func TestReplicationFenceSurvivesRestart(t *testing.T) {
 	if st := c.state(2); st.Tail != 1 {
 		t.Fatalf("n3 stored past the fence: %+v", st)
 	}
+}
+
+// A restarted Quorum leader does not release its recovered tail: a record committed with
+// both followers stopped (never held by a majority) stays unreleased across the
+// leader's restart (its release-mark file holds the mark of when the replica set was
+// attached), and is released once a follower is back and holds it.
+func TestReplicationRestartedLeaderHoldsItsTail(t *testing.T) {
+	c := newReplCluster(t, nil)
+	c.acked(c.publish("t0"), "publish with all three up")
+	for _, i := range []int{1, 2} {
+		if err := c.brokers[i].stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.notReleased(c.publish("t1"), 1)
+	c.restart(0)
+	// The shippers have started (fencing followers that are down) and nothing releases.
+	waitUntil(t, 20*time.Second, "the restarted leader attached", func() bool { return c.state(0).Replicated })
+	if st := c.state(0); st.Committed != 2 || st.Released > 1 {
+		t.Fatalf("the restarted leader: %+v, want committed 2, record 1 unreleased", st)
+	}
+	c.start(1)
+	c.place(1)
+	waitUntil(t, 30*time.Second, "record 1 released once n2 holds it", func() bool { return c.state(0).Released == 2 })
+	c.identical(1)
 }

@@ -16,7 +16,9 @@ import "fmt"
 // What moves the mark (releasesAtCommit):
 //   - ConsistencyLeader: the local commit, at once (as before the split).
 //   - ConsistencyQuorum with a replica set: Engine.Release, which the cluster
-//     calls with the replica set's quorum mark.
+//     calls with the replica set's quorum mark. Attaching persists the mark
+//     (the release-mark file, replicate_mark.go), so a reopened shard keeps
+//     waiting for Release above it instead of releasing its recovered tail.
 //   - ConsistencyQuorum without a replica set (a single node, and every shard
 //     until a cluster exists): the local commit, as Leader: a node alone is its
 //     own majority. A shard gets a replica set only through
@@ -57,9 +59,11 @@ func (e *Engine) Release(stream StreamName, shard int, offset uint64) error {
 
 // attachReplicaSet marks shard shard of a Quorum stream as replicated: from
 // then on its release mark waits for Release instead of following the local
-// commit. The mark stays where it is (at the commit). A reopened shard starts
-// without a replica set. Errors: ErrNotFound, ErrInvalid (not a Quorum
-// stream), ErrOverloaded, ErrClosed.
+// commit. The mark stays where it is, and is written to the release-mark
+// file: a reopened shard starts attached at that mark (replicate_mark.go);
+// one never attached starts without a replica set. Errors: ErrNotFound,
+// ErrInvalid (not a Quorum stream), ErrOverloaded, ErrClosed, a failed write
+// (wrapping ErrStorageFailed).
 func (e *Engine) attachReplicaSet(stream StreamName, shard int) error {
 	meta := e.lookup(stream)
 	if meta == nil || shard < 0 || shard >= len(meta.shards) {
@@ -77,7 +81,7 @@ func (e *Engine) attachReplicaSet(stream StreamName, shard int) error {
 			return ErrNotFound
 		}
 		s.hasReplicaSet = true
-		return nil
+		return s.keepReleaseMark(true) // a reopened shard holds what it has not seen quorum-marked
 	})
 }
 
@@ -123,6 +127,14 @@ func (s *streamShard) releasedOffset() uint64 {
 // batches wholly below it.
 func (s *streamShard) releaseTo(mark uint64) {
 	s.released = mark
+	if s.fanoutNext < mark {
+		// Records recovered above a reopened shard's release mark have no batch.
+		end := mark
+		if s.unreleased.len() > 0 {
+			end = min(end, s.unreleased.at(0).first)
+		}
+		s.fanoutRecovered(end)
+	}
 	for s.unreleased.len() > 0 && s.unreleased.at(0).last < mark {
 		s.releaseBatch(s.unreleased.pop())
 	}

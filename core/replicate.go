@@ -24,8 +24,9 @@ import (
 // held, Tail the next offset (staged appends included), Committed one past the last
 // record whose append completed, Durable one past the last record known fdatasynced
 // (durable_offset; Durable <= Committed <= Tail), Released the release mark of the
-// shard (records below it are acknowledged and readable) — and its generation history,
-// oldest first.
+// shard (records below it are acknowledged and readable) — its generation history,
+// oldest first, and Replicated: a Quorum shard's release mark waits for Engine.Release
+// (attached by SetReplicated, or reopened attached: replicate_mark.go).
 type ReplicaState struct {
 	Role       Role
 	Generation uint64
@@ -35,6 +36,7 @@ type ReplicaState struct {
 	Durable    uint64
 	Released   uint64
 	Epochs     []seglog.Epoch
+	Replicated bool
 }
 
 // replicaShard resolves addr to its open durable stream shard (not on its core: the
@@ -108,7 +110,8 @@ func (e *Engine) ReplicaState(addr LogAddr) (ReplicaState, error) {
 		}
 		l := s.records
 		st = ReplicaState{Role: p.role, Generation: p.generation, Earliest: l.EarliestOffset(), Tail: l.NextOffset(),
-			Committed: s.committed, Durable: l.DurableOffset(), Released: s.released, Epochs: l.Epochs()}
+			Committed: s.committed, Durable: l.DurableOffset(), Released: s.released, Epochs: l.Epochs(),
+			Replicated: s.hasReplicaSet}
 		return nil
 	})
 	return st, err
@@ -325,9 +328,11 @@ func (e *Engine) WhenDurable(addr LogAddr, offset uint64, fn func()) error {
 // (docs/architecture.md, "Commit and release"): attached, its release mark waits for
 // Release (the replica set's quorum mark) instead of following the local commit;
 // detached, the mark moves to the committed offset at once and follows the commit again.
-// Attaching keeps the mark where it is. A reopened shard starts detached. Errors:
+// Attaching keeps the mark where it is and records it in the release-mark file, which
+// detaching removes: a shard reopened with that file starts attached, its mark where
+// the file says (replicate_mark.go); without it, detached. Errors:
 // ErrNotFound, ErrInvalid (not a stream shard, or not a Quorum stream), ErrNotHere,
-// ErrOverloaded, ErrClosed.
+// ErrOverloaded, ErrClosed, a failed write of the file (wrapping ErrStorageFailed).
 func (e *Engine) SetReplicated(ref ShardRef, on bool) error {
 	if ref.Kind != ShardStream {
 		return fmt.Errorf("%w: replica set of %v: only stream shards have a release mark", ErrInvalid, ref)
@@ -352,6 +357,6 @@ func (e *Engine) SetReplicated(ref ShardRef, on bool) error {
 		}
 		s.hasReplicaSet = false
 		s.releaseTo(s.committed)
-		return nil
+		return s.keepReleaseMark(false)
 	})
 }

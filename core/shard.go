@@ -101,6 +101,7 @@ func (c *core) openStreamShard(spec *StreamSpec, index int) (*streamShard, error
 		s.durableLog = s.records
 		s.fanoutNext = s.records.NextOffset()
 		s.committed, s.released = s.fanoutNext, s.fanoutNext
+		s.reopenReleaseMark() // replicate_mark.go: a replicated Quorum shard holds its recovered tail
 	} else {
 		size := spec.MemoryReplayRecords
 		if size == 0 {
