@@ -89,9 +89,6 @@ func (a *app) cachePut() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if ttl < 0 {
-				return usagef("--ttl must not be negative")
-			}
 			err = a.withClient(cmd, func(c *client.Client, ctx context.Context) error {
 				return c.Put(ctx, args[0], args[1], value, ttl)
 			})

@@ -61,13 +61,11 @@ command: --ack acknowledges the printed records, --nack returns them for redeliv
 --after). Without either, the leases expire after the group's lease time.`,
 		Args: nameArgs(2, 2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch {
-			case max < 1 || max > 65535:
-				return usagef("--max must be 1..65535")
-			case ack && nack:
+			if err := checkRange("max", int64(max), 1, 65535); err != nil {
+				return err
+			}
+			if ack && nack {
 				return usagef("--ack and --nack exclude each other")
-			case after < 0:
-				return usagef("--after must not be negative")
 			}
 			var recs []client.GroupRecord
 			err := a.withClientTimeout(cmd, a.timeout+wait, func(c *client.Client, ctx context.Context) error {
@@ -155,9 +153,6 @@ the same connection are accepted; use "felix group poll --nack" from the CLI.`,
 			if err != nil {
 				return err
 			}
-			if after < 0 {
-				return usagef("--after must not be negative")
-			}
 			err = a.withClient(cmd, func(c *client.Client, ctx context.Context) error {
 				return c.Nack(ctx, args[0], shard, args[1], after, offsets...)
 			})
@@ -184,8 +179,8 @@ func (a *app) groupDLQList() *cobra.Command {
 		Short: "List dead-lettered offsets (all pages, or up to --limit)",
 		Args:  nameArgs(2, 2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if limit < 0 {
-				return usagef("--limit must not be negative")
+			if err := checkNonNegative("limit", int64(limit)); err != nil {
+				return err
 			}
 			var all []client.DeadLetter
 			err := a.withClient(cmd, func(c *client.Client, ctx context.Context) error {
