@@ -1,0 +1,218 @@
+// Command felix-controlplane runs one member of Felix's control plane: the
+// state machine of cluster/meta on Raft (cluster/meta/raftnode) behind the
+// REST API of cluster/meta/rest (docs/controlplane.md, "REST and the
+// command"; issue 17 items 1, 3 and 7; spec/config.md §5, §7, §8).
+//
+// Configuration is FELIX_CONTROLPLANE_* variables (settings.go;
+// --print-config prints each with its source and exits). With no
+// FELIX_CONTROLPLANE_PEERS it bootstraps a one-member group on its data dir,
+// so `go run ./cmd/felix-controlplane` is a working control plane: REST on
+// 127.0.0.1:8443, Raft on 127.0.0.1:8444, /live /ready /metrics on
+// 127.0.0.1:8081, data in ./felix-controlplane-data (the admin token in its
+// admin-token file, 0600, written on first start).
+//
+// Exit codes: 0 after a SIGTERM/SIGINT drain, 2 for a bad setting, 1 for a
+// startup failure or when the member stopped on a committed entry it cannot
+// read (meta.FatalError).
+//
+// `felix-controlplane admin ...` talks to a running member (admin.go).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"felix/cluster/meta"
+	"felix/cluster/meta/raftnode"
+	"felix/cluster/meta/rest"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) > 0 && args[0] == "admin" {
+		return admin(args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+	}
+	printConfig := false
+	for _, a := range args {
+		switch a {
+		case "--print-config", "-print-config":
+			printConfig = true
+		case "-h", "--help", "help":
+			fmt.Println("usage: felix-controlplane [--print-config] | admin features|brokers|members ...")
+			return 0
+		default:
+			fmt.Fprintf(os.Stderr, "felix-controlplane: unknown argument %q\n", a)
+			return 2
+		}
+	}
+	cfg, err := loadConfig(os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "felix-controlplane:", err)
+		return 2
+	}
+	if printConfig {
+		if cfg.print(os.Stdout) != nil {
+			return 1
+		}
+		return 0
+	}
+	log := hclog.New(&hclog.LoggerOptions{Name: "felix-controlplane", Output: os.Stderr, Level: hclog.Info})
+	m, err := start(cfg, log)
+	if err != nil {
+		log.Error("startup failed", "err", err)
+		return 1
+	}
+	return m.wait()
+}
+
+// member is one running control-plane member.
+type member struct {
+	cfg      *config
+	log      hclog.Logger
+	node     *raftnode.Node
+	rest     *http.Server
+	metrics  *http.Server
+	draining atomic.Bool
+	done     chan struct{} // closed at drain: ends the leader loop
+	loopDone chan struct{}
+}
+
+// start opens the data dir, the admin token, Raft and both listeners.
+func start(cfg *config, log hclog.Logger) (*member, error) {
+	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	token := ""
+	if cfg.authOff {
+		log.Warn("FELIX_AUTH=off: writes to the control plane need no admin token (never in production)")
+	} else {
+		t, created, err := rest.LoadOrCreateToken(cfg.dataDir)
+		if err != nil {
+			return nil, err
+		}
+		if created {
+			log.Info("wrote a new admin token", "file", cfg.dataDir+"/"+rest.TokenFile)
+		}
+		token = t
+	}
+	restLn, err := net.Listen("tcp", cfg.bind)
+	if err != nil {
+		return nil, err
+	}
+	metricsLn, err := net.Listen("tcp", cfg.metricsBind)
+	if err != nil {
+		_ = restLn.Close()
+		return nil, err
+	}
+	node, err := startNode(cfg, log)
+	if err != nil {
+		_, _ = restLn.Close(), metricsLn.Close()
+		return nil, err
+	}
+	m := &member{cfg: cfg, log: log, node: node, done: make(chan struct{}), loopDone: make(chan struct{})}
+	h := rest.New(rest.Config{Node: node, Token: token, AuthOff: cfg.authOff, MemberURL: m.memberURL,
+		ChangesLimit: cfg.changesLimit, Logger: log.Named("rest")})
+	m.rest = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	m.metrics = &http.Server{Handler: m.opsHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go m.serve(m.rest, restLn, "REST")
+	go m.serve(m.metrics, metricsLn, "metrics")
+	go m.leaderLoop()
+	log.Info("control-plane member started", "node_id", cfg.nodeID, "rest", restLn.Addr().String(),
+		"raft", cfg.raftBind, "metrics", metricsLn.Addr().String(), "data_dir", cfg.dataDir)
+	return m, nil
+}
+
+// startNode starts Raft on a TCP transport, bootstrapping the peers (or this
+// member alone) when the data dir holds no state.
+func startNode(cfg *config, log hclog.Logger) (*raftnode.Node, error) {
+	tr, err := raft.NewTCPTransportWithLogger(cfg.raftBind, nil, 3, 10*time.Second, log.Named("transport"))
+	if err != nil {
+		return nil, fmt.Errorf("raft transport on %s: %w", cfg.raftBind, err)
+	}
+	servers := []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(cfg.nodeID), Address: tr.LocalAddr()}}
+	if len(cfg.peers) > 0 {
+		servers = servers[:0]
+		for _, p := range cfg.peers {
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.id), Address: raft.ServerAddress(p.addr)})
+		}
+	}
+	node, err := raftnode.Start(raftnode.Config{ID: raft.ServerID(cfg.nodeID), Dir: cfg.dataDir, Transport: tr,
+		Bootstrap: servers, Meta: meta.Config{ChangeRetention: cfg.retention}, Logger: log,
+		Tune: func(c *raft.Config) {
+			c.SnapshotThreshold, c.SnapshotInterval = cfg.snapshotThreshold, cfg.snapshotInterval
+		}})
+	if err != nil {
+		_ = tr.Close()
+		return nil, err
+	}
+	return node, nil
+}
+
+func (m *member) memberURL(id raft.ServerID) string {
+	for _, p := range m.cfg.peerURLs {
+		if p.id == string(id) {
+			return p.addr
+		}
+	}
+	return ""
+}
+
+func (m *member) serve(s *http.Server, ln net.Listener, what string) {
+	if err := s.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		m.log.Error("listener failed", "listener", what, "err", err)
+	}
+}
+
+// wait runs until SIGTERM/SIGINT (drain, 0) or a fatal entry (1).
+func (m *member) wait() int {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
+	select {
+	case s := <-sig:
+		m.log.Info("draining", "signal", s.String())
+		if err := m.drain(); err != nil {
+			m.log.Error("drain", "err", err)
+			return 1
+		}
+		return 0
+	case <-m.node.Stopped():
+		m.log.Error("member stopped on a committed entry it cannot read; exiting", "err", m.node.Err())
+		_ = m.drain()
+		return 1
+	}
+}
+
+// drain turns /ready to 503, hands leadership to another voter when there is
+// one, stops the REST listener (in-flight requests finish within the drain
+// budget) and shuts Raft down.
+func (m *member) drain() error {
+	m.draining.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.drain)
+	defer cancel()
+	close(m.done)
+	<-m.loopDone
+	if voters, err := m.node.Voters(); err == nil && len(voters) > 1 && m.node.Raft.State() == raft.Leader {
+		if err := m.node.Raft.LeadershipTransfer().Error(); err != nil {
+			m.log.Warn("leadership transfer at drain", "err", err)
+		}
+	}
+	errRest := m.rest.Shutdown(ctx)
+	errNode := m.node.Close()
+	errMetrics := m.metrics.Shutdown(ctx)
+	return errors.Join(errRest, errNode, errMetrics)
+}
