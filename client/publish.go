@@ -97,8 +97,10 @@ type PublishResult struct {
 // batch per key, docs/client-protocol.md D15), each batch sealed on its own linger or size
 // limit. Batches are written in the order they were sealed on one request stream (chosen
 // again only when it fails), so records of one key from one goroutine keep their order;
-// records of different keys may be reordered against each other; an idempotent re-send
-// after a lost connection may land after batches sent later. Close it to flush.
+// records of different keys may be reordered against each other. An idempotent publisher
+// keeps the order of one key across a lost connection too: the batches in flight on the dead
+// connection are sent again, in the order they were first sent, before any later batch.
+// Close it to flush.
 type Publisher struct {
 	c          *Client
 	stream     string
@@ -115,8 +117,14 @@ type Publisher struct {
 	inflight    int64
 	released    chan struct{} // closed and replaced when budget is released
 
+	// awaiting counts, per session, the batches sent on it whose answer (or failure) has not
+	// been delivered yet (guarded by mu; answered signals answeredCond when one reaches 0).
+	awaiting     map[*session]int
+	answeredCond *sync.Cond
+	sendSeq      uint64 // first-send order of batches (sender goroutine only)
+
 	qmu   sync.Mutex
-	ready []*batch // sealed batches in order; idempotent re-sends go first
+	ready []*batch // sealed batches in order; idempotent re-sends first, in first-send order
 	kick  chan struct{}
 	done  chan struct{}
 	sess  *session  // sticky: one stream keeps the batches in order (sender goroutine only)
@@ -142,6 +150,7 @@ type batch struct {
 	ends     []int
 	payloads [][]byte
 	id       uint64
+	sent     uint64 // first-send order (Publisher.sendSeq; 0 = never sent)
 	attempts int
 	timer    interface{ Stop() bool }
 	writing  bool // the sender is encoding it (guarded by Publisher.mu): buffers not recyclable
@@ -215,7 +224,9 @@ func (c *Client) NewPublisher(stream string, opts PublisherOptions) (*Publisher,
 	}
 	opts.defaults()
 	p := &Publisher{names: names, c: c, stream: stream, opts: opts, outstanding: map[*batch]struct{}{}, open: map[string]*batch{},
+		awaiting: map[*session]int{},
 		released: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
+	p.answeredCond = sync.NewCond(&p.mu)
 	if opts.Idempotent {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
@@ -401,10 +412,20 @@ func (p *Publisher) sealOneLocked(b *batch) {
 }
 
 // enqueue hands b to the sender without blocking (MaxInflightBytes bounds the queue).
+// A batch handed back (front: a re-send, or a batch the sender took but held back for the
+// re-sends) goes ahead of every batch never sent, and a re-send after the re-sends first sent
+// before it: the batches of a dead connection go out again in their first-send order, and
+// then the unsent ones in their sealing order.
 func (p *Publisher) enqueue(b *batch, front bool) {
 	p.qmu.Lock()
 	if front {
-		p.ready = append([]*batch{b}, p.ready...)
+		i := 0
+		for i < len(p.ready) && p.ready[i].sent != 0 && (b.sent == 0 || p.ready[i].sent < b.sent) {
+			i++
+		}
+		p.ready = append(p.ready, nil)
+		copy(p.ready[i+1:], p.ready[i:])
+		p.ready[i] = b
 	} else {
 		p.ready = append(p.ready, b)
 	}
@@ -517,6 +538,15 @@ func (p *Publisher) send(b *batch) {
 	for {
 		b.attempts++
 		if p.sess == nil || p.sess.isDead() {
+			if p.opts.Idempotent && p.sess != nil {
+				// Let the dead session's batches queue their re-sends first, then take
+				// the oldest: b goes back behind them, ahead of every later batch.
+				p.drainDead(p.sess)
+				p.sess = nil
+				b.attempts--
+				p.enqueue(b, true)
+				return
+			}
 			s, err := p.c.session(p.ctx)
 			if err != nil {
 				p.complete(b, BatchResult{}, closedOr(p.c, err))
@@ -540,8 +570,19 @@ func (p *Publisher) send(b *batch) {
 			p.complete(b, BatchResult{}, err)
 			return
 		}
-		c := &call{fn: func(r reply, err error) { p.answered(b, binary, r, err) }}
+		if b.sent == 0 {
+			p.sendSeq++
+			b.sent = p.sendSeq
+		}
+		p.mu.Lock()
+		p.awaiting[s]++
+		p.mu.Unlock()
+		// settled after answered: a re-send is queued before drainDead can see it settled.
+		c := &call{fn: func(r reply, err error) { p.answered(b, binary, r, err); p.settled(s) }}
 		err = s.send(b.id, c, frame)
+		if err != nil {
+			p.settled(s) // session.send returns an error only when c will never be called
+		}
 		p.setWriting(b, false)
 		if errors.Is(err, errNotSent) && b.attempts < p.c.cfg.maxAttempts {
 			continue // nothing left the client: safe to send again
@@ -639,4 +680,26 @@ func (p *Publisher) answered(b *batch, binary bool, r reply, err error) {
 		err = unexpected(m, "publish_ok")
 	}
 	p.complete(b, res, err)
+}
+
+// settled records that a batch sent on s has had its answer or failure delivered.
+func (p *Publisher) settled(s *session) {
+	p.mu.Lock()
+	if p.awaiting[s]--; p.awaiting[s] <= 0 {
+		delete(p.awaiting, s)
+		p.answeredCond.Broadcast()
+	}
+	p.mu.Unlock()
+}
+
+// drainDead waits until every batch sent on the dead session old has had its failure
+// delivered and its re-send queued (session.fail delivers them right after marking the
+// session dead), so that an idempotent publisher sends them again, in first-send order,
+// before anything newer on a new session.
+func (p *Publisher) drainDead(old *session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.awaiting[old] > 0 {
+		p.answeredCond.Wait()
+	}
 }
