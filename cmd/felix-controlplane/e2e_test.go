@@ -138,9 +138,9 @@ func TestStreamSurvivesSIGTERMAndRestart(t *testing.T) {
 	post(t, base, tok, "/v1/tenants/acme/namespaces", `{"namespace":"prod"}`, 201)
 	post(t, base, tok, "/v1/brokers", `{"node_id":"b1","client_addr":"127.0.0.1:5000"}`, 200)
 	post(t, base, tok, "/v1/tenants/acme/namespaces/prod/streams", `{"stream":"orders","shards":3}`, 201)
-	out, err := exec.Command(binary, "admin", "--url", base, "members").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "cp1") || !strings.Contains(string(out), "true") {
-		t.Fatalf("admin members: %v\n%s", err, out)
+	adminCommands(t, base, tok)
+	if m := get(t, "http://"+metrics+"/metrics"); !strings.Contains(m, "\nfelix_meta_raft_leader 1\n") {
+		t.Fatalf("metrics of the only member:\n%s", m)
 	}
 	stop(t, p)
 	p = startMember(t, env)
@@ -190,4 +190,46 @@ func TestPrintConfigAndBadSettings(t *testing.T) {
 			t.Fatalf("%s: %v, want exit 2", bad, err)
 		}
 	}
+}
+
+// adminCommands runs the admin commands against a member where b1 is
+// registered without features.
+func adminCommands(t *testing.T, base, tok string) {
+	t.Helper()
+	admin := func(args ...string) (string, int) {
+		cmd := exec.Command(binary, append([]string{"admin", "--url", base, "--token", tok}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return string(out), ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	if out, code := admin("members"); code != 0 || !strings.Contains(out, "cp1") || !strings.Contains(out, "true") {
+		t.Fatalf("admin members: %d\n%s", code, out)
+	}
+	if out, code := admin("brokers"); code != 0 || !strings.Contains(out, "b1") || !strings.Contains(out, "live") {
+		t.Fatalf("admin brokers: %d\n%s", code, out)
+	}
+	if out, code := admin("features"); code != 0 || !strings.Contains(out, "jump_hash_routing") {
+		t.Fatalf("admin features: %d\n%s", code, out)
+	}
+	if out, code := admin("features", "finalize", "jump_hash_routing", "--dry-run"); code != 1 || !strings.Contains(out, "lacking brokers: [b1]") {
+		t.Fatalf("dry run with a lacking broker: %d\n%s", code, out)
+	}
+	if out, code := admin("features", "finalize"); code != 2 {
+		t.Fatalf("finalize without a name: %d\n%s", code, out)
+	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return string(data)
 }
