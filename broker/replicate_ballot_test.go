@@ -33,8 +33,8 @@ func TestReplicationFenceSurvivesRestart(t *testing.T) {
 
 // A restarted Quorum leader does not release its recovered tail: a record committed with
 // both followers stopped (never held by a majority) stays unreleased across the
-// leader's restart (its release-mark file holds the mark of when the replica set was
-// attached), and is released once a follower is back and holds it.
+// leader's restart (its release-mark file holds the mark the shard closed at: record 0
+// released, record 1 not), and is released once a follower is back and holds it.
 func TestReplicationRestartedLeaderHoldsItsTail(t *testing.T) {
 	c := newReplCluster(t, nil)
 	c.acked(c.publish("t0"), "publish with all three up")
@@ -47,8 +47,8 @@ func TestReplicationRestartedLeaderHoldsItsTail(t *testing.T) {
 	c.restart(0)
 	// The shippers have started (fencing followers that are down) and nothing releases.
 	waitUntil(t, 20*time.Second, "the restarted leader attached", func() bool { return c.state(0).Replicated })
-	if st := c.state(0); st.Committed != 2 || st.Released > 1 {
-		t.Fatalf("the restarted leader: %+v, want committed 2, record 1 unreleased", st)
+	if st := c.state(0); st.Committed != 2 || st.Released != 1 {
+		t.Fatalf("the restarted leader: %+v, want committed 2, released 1 (record 1 held)", st)
 	}
 	c.start(1)
 	c.place(1)

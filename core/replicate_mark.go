@@ -6,7 +6,7 @@ package core
 // single node's rule: committed = released = next offset), which would release records
 // no majority confirmed. So attaching a replica set (Engine.SetReplicated on) writes the
 // release-mark file beside the records log — the release mark at that moment, all of it
-// released already — and detaching removes it. A durable Quorum shard that reopens with
+// released already; a close rewrites it with the mark reached — and detaching removes it. A durable Quorum shard that reopens with
 // the file opens attached, with its release mark (and its live start) at the recorded
 // mark: every record above it is held until Engine.Release brings the replica set's
 // quorum mark. Without the file (a single node, never attached) it opens as before.
@@ -71,6 +71,15 @@ func (s *streamShard) keepReleaseMark(attached bool) error {
 		return storageError("release mark", err)
 	}
 	return nil
+}
+
+// closeReleaseMark records, as a shard closes attached, the release mark it reached, so
+// a clean restart holds back only what was not released yet. Best effort: a failed write
+// leaves the older mark, which is lower, never higher.
+func (s *streamShard) closeReleaseMark() {
+	if s.hasReplicaSet && s.durable && s.consistency == ConsistencyQuorum {
+		_ = s.keepReleaseMark(true)
+	}
 }
 
 // reopenReleaseMark applies the release-mark file to a durable Quorum shard that just

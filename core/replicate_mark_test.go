@@ -35,8 +35,9 @@ func replState(t *testing.T, e *replTestEngine) core.ReplicaState {
 }
 
 // A Quorum shard that had a replica set attached reopens attached with its release mark
-// where the release-mark file says, not at its recovered tail: nothing above it is
-// readable until Release, which hands a live subscriber the recovered records; once
+// where the release-mark file says (the attach's, then the close's), not at its
+// recovered tail: nothing above it is readable until Release, which hands a live
+// subscriber the recovered records; once
 // detached, it reopens releasing at its tail (a single node's rule). A damaged file
 // reads as never attached.
 func TestReopenedQuorumShardHoldsItsRecoveredTail(t *testing.T) {
@@ -78,13 +79,20 @@ func TestReopenedQuorumShardHoldsItsRecoveredTail(t *testing.T) {
 	if d, err := sub.Next(ctx); err != nil || d.BaseOffset != 0 || d.Count != 3 {
 		t.Fatalf("after Release: %+v %v, want records 0..2", d, err)
 	}
+	publish(t, e, "d")
+	waitUntilState(t, e, func(st core.ReplicaState) bool { return st.Committed == 4 })
+	_ = e.Close(context.Background()) // the close records the mark it reached
+	e = openQuorum(t, dir)
+	if st := replState(t, e); !st.Replicated || st.Released != 3 || st.Committed != 4 {
+		t.Fatalf("reopened after a release: %+v, want attached, released 3, committed 4", st)
+	}
 	if err := e.SetReplicated(ref, false); err != nil {
 		t.Fatal(err)
 	}
 	_ = e.Close(context.Background())
 	e = openQuorum(t, dir)
-	if st := replState(t, e); st.Replicated || st.Released != 3 {
-		t.Fatalf("reopened after detaching: %+v, want detached, released 3", st)
+	if st := replState(t, e); st.Replicated || st.Released != 4 {
+		t.Fatalf("reopened after detaching: %+v, want detached, released 4", st)
 	}
 	if err := e.SetReplicated(ref, true); err != nil {
 		t.Fatal(err)
@@ -98,8 +106,8 @@ func TestReopenedQuorumShardHoldsItsRecoveredTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	e = openQuorum(t, dir)
-	if st := replState(t, e); st.Replicated || st.Released != 3 {
-		t.Fatalf("reopened with a damaged file: %+v, want detached, released 3", st)
+	if st := replState(t, e); st.Replicated || st.Released != 4 {
+		t.Fatalf("reopened with a damaged file: %+v, want detached, released 4", st)
 	}
 }
 

@@ -336,6 +336,7 @@ func (s *streamShard) close(err error) {
 	s.dropUnreleased(err)
 	s.c.timers.stop(&s.stall)
 	if s.records != nil {
+		s.closeReleaseMark() // replicate_mark.go
 		_ = s.records.Close()
 		_ = s.producerLog.Close()
 	}
