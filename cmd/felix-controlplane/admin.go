@@ -21,6 +21,7 @@ const adminUsage = `usage: felix-controlplane admin [--url URL] [--token TOKEN] 
   features finalize NAME [--dry-run] enable NAME (one-way); --dry-run names the brokers lacking it
   brokers                           registered brokers: storage id, state, missing features
   members                           control-plane members: level, which one leads
+  placement [TENANT/NS/NAME]        each shard's leader, followers and generation (one stream or cache)
 URL defaults to FELIX_CONTROLPLANE_URL, else http://FELIX_CONTROLPLANE_BIND; the token to
 FELIX_CONTROLPLANE_ADMIN_TOKEN, else FELIX_CONTROLPLANE_DATA_DIR's admin-token file.
 `
@@ -61,6 +62,8 @@ func admin(args []string, lookup func(string) (string, bool), stdout, stderr io.
 		err = c.brokers(stdout)
 	case len(rest) == 1 && rest[0] == "members":
 		err = c.members(stdout)
+	case (len(rest) == 1 || len(rest) == 2) && rest[0] == "placement":
+		err = c.placement(stdout, rest[1:])
 	default:
 		fmt.Fprint(stderr, adminUsage)
 		return 2
@@ -218,4 +221,23 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// placement prints GET /v1/snapshot's assignments, of one stream or cache
+// (tenant/ns/name) when asked.
+func (c *adminClient) placement(w io.Writer, only []string) error {
+	var snap rest.SnapshotBody
+	if err := c.do("GET", "/v1/snapshot", &snap); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tNAME\tSHARD\tLEADER\tFOLLOWERS\tGENERATION")
+	for _, a := range snap.Assignments {
+		name := a.TenantID + "/" + a.Namespace + "/" + a.Name
+		if len(only) == 1 && only[0] != name {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\n", a.Kind, name, a.Shard, a.Leader, list(a.Followers), a.Generation)
+	}
+	return tw.Flush()
 }

@@ -218,6 +218,9 @@ func adminCommands(t *testing.T, base, tok string) {
 	if out, code := admin("features", "finalize", "jump_hash_routing", "--dry-run"); code != 1 || !strings.Contains(out, "lacking brokers: [b1]") {
 		t.Fatalf("dry run with a lacking broker: %d\n%s", code, out)
 	}
+	if out, code := admin("placement", "acme/prod/orders"); code != 0 || strings.Count(out, "acme/prod/orders") != 3 || !strings.Contains(out, "b1") {
+		t.Fatalf("admin placement: %d\n%s", code, out)
+	}
 	if out, code := admin("features", "finalize"); code != 2 {
 		t.Fatalf("finalize without a name: %d\n%s", code, out)
 	}

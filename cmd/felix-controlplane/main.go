@@ -52,7 +52,7 @@ func run(args []string) int {
 		case "--print-config", "-print-config":
 			printConfig = true
 		case "-h", "--help", "help":
-			fmt.Println("usage: felix-controlplane [--print-config] | admin features|brokers|members ...")
+			fmt.Println("usage: felix-controlplane [--print-config] | admin features|brokers|members|placement ...")
 			return 0
 		default:
 			fmt.Fprintf(os.Stderr, "felix-controlplane: unknown argument %q\n", a)
