@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"felix/clock/clocktest"
+	"felix/internal/vfs/vfstest"
 )
 
 type syncNowResult struct {
@@ -80,5 +83,35 @@ func TestSyncNowGroupCommits(t *testing.T) {
 	}
 	if n := d.Stats().Fdatasyncs; n != 1 {
 		t.Fatalf("%d fdatasyncs for ten batches staged together", n)
+	}
+}
+
+// A failed on-demand fdatasync answers its waiter with the failure (wrapping
+// ErrStorageFailed), never a durable offset; a failed ballot write keeps the old ballot.
+func TestSyncNowAndBallotFailures(t *testing.T) {
+	ffs := &vfstest.FaultFS{}
+	d := NewDisk(newRing(t), ffs)
+	l := openTest(t, d, Options{Dir: t.TempDir(), FsyncMode: FsyncNone})
+	defer l.Close()
+	if err := l.WriteBallot(Ballot{Generation: 1, Leader: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	ffs.Fail(vfstest.OpRename, unix.EIO)
+	if err := l.WriteBallot(Ballot{Generation: 2, Leader: "n2"}); !errors.Is(err, ErrStorageFailed) {
+		t.Fatalf("ballot write with a failing rename: %v", err)
+	}
+	if got := l.ReadBallot(); got != (Ballot{1, "n1"}) {
+		t.Fatalf("ballot after a failed write: %+v", got)
+	}
+	ffs.Heal()
+	fill(t, d, l, 2, 1)
+	ffs.Fail(vfstest.OpDatasync, unix.EIO)
+	var r syncNowResult
+	if err := l.SyncNow(r.set); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, d, func() bool { return r.done })
+	if !errors.Is(r.err, ErrStorageFailed) || l.DurableOffset() != 0 {
+		t.Fatalf("SyncNow with a failing fdatasync: %+v, durable %d", r, l.DurableOffset())
 	}
 }
