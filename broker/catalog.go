@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"felix/auth"
 	"felix/internal/vfs"
 )
 
@@ -254,6 +255,19 @@ func ValidName(s string) bool {
 	return true
 }
 
+// checkNewNames is the rule for a name being created: auth.ValidName (spec/auth.md §3.1),
+// which also refuses spaces and ':' so that every name the catalog creates can be named in
+// a permission. Names already stored keep the looser ValidName (a catalog written by an
+// older build still loads, and its resources can still be read and deleted).
+func checkNewNames(names ...string) error {
+	for _, n := range names {
+		if !auth.ValidName(n) {
+			return fmt.Errorf("%w: name %q (non-empty UTF-8, not . or .., no space, control byte, '/', ':' or '*', at most %d bytes)", ErrInvalid, n, auth.MaxNameBytes)
+		}
+	}
+	return nil
+}
+
 func checkNames(names ...string) error {
 	for _, n := range names {
 		if !ValidName(n) {
@@ -341,7 +355,7 @@ func (f *catalogFile) cache(t, ns, name string) int {
 
 // CreateTenant adds a tenant. Errors: ErrInvalid, ErrExists.
 func (c *Catalog) CreateTenant(t Tenant) error {
-	if err := checkNames(t.TenantID); err != nil {
+	if err := checkNewNames(t.TenantID); err != nil {
 		return err
 	}
 	return c.mutate(func(f *catalogFile) error {
@@ -400,7 +414,7 @@ func (c *Catalog) Tenants() []Tenant {
 // CreateNamespace adds a namespace to an existing tenant. Errors: ErrInvalid,
 // ErrNotFound (tenant), ErrExists.
 func (c *Catalog) CreateNamespace(n Namespace) error {
-	if err := checkNames(n.TenantID, n.Namespace); err != nil {
+	if err := checkNewNames(n.TenantID, n.Namespace); err != nil {
 		return err
 	}
 	return c.mutate(func(f *catalogFile) error {
@@ -542,6 +556,9 @@ func (c *Catalog) CreateStream(s Stream, apply func(Stream) error) (Stream, erro
 	if err := NormalizeStream(&s); err != nil {
 		return s, err
 	}
+	if err := checkNewNames(s.TenantID, s.Namespace, s.Stream); err != nil {
+		return s, err
+	}
 	if err := checkStreamOptions(s); err != nil {
 		return s, err
 	}
@@ -641,7 +658,7 @@ func (c *Catalog) Streams(t, ns string) []Stream {
 // CreateCache adds a cache to an existing namespace; apply (may be nil) creates it in the
 // engine first. Errors: ErrInvalid, ErrNotFound, ErrExists, apply's.
 func (c *Catalog) CreateCache(x Cache, apply func(Cache) error) (Cache, error) {
-	if err := checkNames(x.TenantID, x.Namespace, x.Cache); err != nil {
+	if err := checkNewNames(x.TenantID, x.Namespace, x.Cache); err != nil {
 		return x, err
 	}
 	if x.DisplayName == "" {
