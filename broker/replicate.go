@@ -32,6 +32,7 @@ type replication struct {
 	place atomic.Pointer[placementSeam]
 
 	kick    atomic.Pointer[chan struct{}] // a reconcile pass ran: re-plan the shippers (nil before the start)
+	alone   atomic.Bool                   // no internal listener: only detachAlone runs after a pass
 	stop    context.CancelFunc
 	stopped chan struct{}
 	exited  sync.WaitGroup // waits for halted shippers to end (stopReplication)
@@ -95,11 +96,13 @@ func (s *Server) peerAddr(n string) (string, bool) {
 // replicates (a single node is its own majority).
 func (s *Server) startReplication() {
 	in := s.Internal()
-	if in == nil {
-		return
-	}
 	r := &s.repl
 	r.srv = s
+	if in == nil {
+		r.alone.Store(true) // a single node: shards reopened attached are detached (detachAlone)
+		r.detachAlone()
+		return
+	}
 	r.mu.Lock()
 	r.leaders, r.followed = map[core.ShardRef]*leaderShard{}, map[core.LogAddr]*followerMem{}
 	r.halted, r.stats = map[haltKey]HaltedReplica{}, map[haltKey]*followerStats{}
@@ -145,6 +148,10 @@ func (s *Server) waitReplication() { s.repl.exited.Wait() }
 
 // changed asks for a re-plan of the shippers (the reconciler's Applied hook; never blocks).
 func (r *replication) changed() {
+	if r.alone.Load() {
+		r.detachAlone()
+		return
+	}
 	kick := r.kick.Load()
 	if kick == nil {
 		return
@@ -180,6 +187,17 @@ func detachReopened(s *Server, ref core.ShardRef) {
 	if err == nil && st.Replicated {
 		if err := s.engine.SetReplicated(ref, false); err != nil {
 			s.log.Warn("replication: detaching a reopened shard failed", "shard", ref.String(), "err", err)
+		}
+	}
+}
+
+// detachAlone, on a broker without an internal listener (a single node), detaches every
+// Quorum shard it leads that reopened attached from when it had a replica set: alone, it
+// is its own majority and releases at its commit again.
+func (r *replication) detachAlone() {
+	for _, st := range r.srv.engine.Shards() {
+		if st.Ref.Kind == core.ShardStream && st.Role == core.RoleLeader {
+			detachReopened(r.srv, st.Ref)
 		}
 	}
 }

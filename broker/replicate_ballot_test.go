@@ -55,3 +55,27 @@ func TestReplicationRestartedLeaderHoldsItsTail(t *testing.T) {
 	waitUntil(t, 30*time.Second, "record 1 released once n2 holds it", func() bool { return c.state(0).Released == 2 })
 	c.identical(1)
 }
+
+// A leader that restarts as a single node (no internal listener) is its own majority: a
+// shard it reopened attached is detached, so the record held for the quorum is released
+// and a new publish is acknowledged at its commit.
+func TestReplicationLeaderRestartedAloneReleases(t *testing.T) {
+	c := newReplCluster(t, nil)
+	c.acked(c.publish("a0"), "publish with all three up")
+	for _, i := range []int{1, 2} {
+		if err := c.brokers[i].stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.notReleased(c.publish("a1"), 1)
+	if err := c.brokers[0].stop(); err != nil {
+		t.Fatal(err)
+	}
+	c.env = map[string]string{"FELIX_INTERNAL_BIND": ""}
+	c.start(0)
+	waitUntil(t, 20*time.Second, "the lone leader detached", func() bool {
+		st := c.state(0)
+		return !st.Replicated && st.Released == 2
+	})
+	c.acked(c.publish("a2"), "publish to the lone node")
+}
