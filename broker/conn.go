@@ -365,3 +365,19 @@ func (s *session) send(m proto.Message) {
 		}
 	}
 }
+
+// tokenLapsed ends an event stream whose subscribing token has expired (exp plus the
+// leeway of auth.Principal.CheckExpiry), before it carries anything more: it writes an
+// `error {code: unauthorized, message: "token expired"}` frame on the event stream and
+// closes it (docs/auth.md, "Expiry on long streams": a live subscription or cache watch
+// outlives its token by at most the leeway). The client authenticates again with a fresh
+// token and subscribes again. p is the principal that opened the stream.
+func (h *connHandler) tokenLapsed(p *auth.Principal, events *quic.SendStream) bool {
+	if p == nil || p.CheckExpiry(h.s.now()) == nil {
+		return false
+	}
+	h.s.m.authFailures.Inc()
+	_, _ = events.Write(proto.AppendMessage(nil, &proto.Error{Code: proto.CodeUnauthorized, Message: "token expired"}))
+	_ = events.Close()
+	return true
+}

@@ -1,11 +1,17 @@
 package broker
 
 import (
+	"context"
+	"errors"
+	"io"
 	"testing"
 	"time"
 
+	"felix/core"
 	"felix/netq"
 	"felix/proto"
+
+	"github.com/quic-go/quic-go"
 )
 
 // A stream outliving its token is refused with "token expired" and may authenticate again.
@@ -51,5 +57,85 @@ func TestExpiredTokenOnLongStream(t *testing.T) {
 	st.Write(proto.AppendMessage(nil, &proto.Auth{TenantID: "default", Token: fresh}))
 	if _, ok := read().(*proto.OK); !ok {
 		t.Fatal("re-auth with a fresh token refused")
+	}
+}
+
+// A live subscription outlives its token by at most the leeway: once exp + leeway has
+// passed, the next event is not delivered; the event stream carries
+// error{unauthorized, "token expired"} and ends (found by a new-user trial: an expired
+// token kept receiving). Events before the expiry are delivered.
+func TestExpiredTokenEndsItsSubscription(t *testing.T) {
+	srv, stop := startInProcess(t, map[string]string{"FELIX_AUTH": "on"})
+	defer stop()
+	if _, err := srv.catalog.CreateStream(Stream{TenantID: "default", Namespace: "default", Stream: "s"}, srv.ApplyCreate); err != nil {
+		t.Fatal(err)
+	}
+	token, err := srv.authRes.Issuer.Issue("default", "short", []string{"stream.subscribe:stream:default/default/*"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := quic.DialAddr(ctx, srv.QUICAddr().String(), netq.PinnedClientTLS(netq.Fingerprint(srv.cert.Certificate[0])), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseWithError(0, "")
+	r := &rawStream{t: t}
+	if r.st, err = conn.OpenStreamSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.send(&proto.Auth{TenantID: "default", Token: token})
+	if _, ok := r.next().(*proto.OK); !ok {
+		t.Fatal("auth refused")
+	}
+	r.send(&proto.Subscribe{TenantID: "default", Namespace: "default", Stream: "s"})
+	ev, err := conn.AcceptUniStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.next().(*proto.Subscribed); !ok {
+		t.Fatal("subscribe refused")
+	}
+	_ = ev.SetReadDeadline(time.Now().Add(20 * time.Second))
+	er := netq.NewFrameReader(ev, 1<<20)
+	frame := func() (uint16, []byte, error) {
+		h, err := er.ReadHeader()
+		if err != nil {
+			return 0, nil, err
+		}
+		body, err := er.ReadBody(h, nil)
+		return h.Flags, body, err
+	}
+	if _, _, err := frame(); err != nil { // event_stream_hello
+		t.Fatal(err)
+	}
+	publish := func() {
+		done := make(chan error, 1)
+		if err := srv.engine.Publish(&core.PublishRequest{Stream: core.StreamName{Tenant: "default", Namespace: "default", Stream: "s"},
+			Payloads: [][]byte{[]byte("x")}}, func(_ core.PublishResult, err error) { done <- err }); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish()
+	if flags, _, err := frame(); err != nil || flags == 0 {
+		t.Fatalf("event before the expiry: flags %#x, %v", flags, err)
+	}
+	srv.clockSkew.Store(int64(2 * time.Hour)) // past exp + leeway
+	publish()
+	flags, body, err := frame()
+	if err != nil || flags != 0 {
+		t.Fatalf("after the expiry: flags %#x, %v; want the error frame", flags, err)
+	}
+	if m, err := proto.DecodeMessage(body); err != nil {
+		t.Fatal(err)
+	} else if e, ok := m.(*proto.Error); !ok || e.Code != proto.CodeUnauthorized || e.Message != "token expired" {
+		t.Fatalf("after the expiry: %#v", m)
+	}
+	if _, _, err := frame(); !errors.Is(err, io.EOF) {
+		t.Fatalf("the event stream must end after the error: %v", err)
 	}
 }

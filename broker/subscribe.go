@@ -71,7 +71,7 @@ func (s *session) handleSubscribe(m *proto.Subscribe) {
 	srv.m.subscriptions.Inc()
 	s.send(&proto.Subscribed{SubscriptionID: id})
 	s.h.pumps.Add(1)
-	go s.h.pump(sub, events)
+	go s.h.pump(sub, events, s.principal)
 }
 
 // subscribeRequest is the engine's request for m: its shard and start, drop_new, the
@@ -109,7 +109,7 @@ func queueSubscribeText(st Stream) string {
 // connection ends (one goroutine per subscription; frames are shared and written as-is).
 // At shutdown the stream ends with FIN; a subscriber ended for slowness (Block policy) or
 // a failed write resets it with netq.CodeSlowConsumer.
-func (h *connHandler) pump(sub *core.Subscription, events *quic.SendStream) {
+func (h *connHandler) pump(sub *core.Subscription, events *quic.SendStream, p *auth.Principal) {
 	defer h.pumps.Done()
 	defer h.subs.Add(-1)
 	defer sub.Close()
@@ -122,6 +122,9 @@ func (h *connHandler) pump(sub *core.Subscription, events *quic.SendStream) {
 				return
 			}
 			_ = events.Close() // context ended or engine closing: a clean end of stream
+			return
+		}
+		if h.tokenLapsed(p, events) {
 			return
 		}
 		if _, err := events.Write(d.Frame); err != nil {

@@ -87,7 +87,7 @@ func (s *session) handleCacheWatch(m *proto.CacheWatch) {
 	s.h.watches.add(cw.ID, cw)
 	s.send(&proto.CacheWatching{RequestID: id, WatchID: cw.ID})
 	s.h.pumps.Add(1)
-	go s.h.watchPump(cw, events)
+	go s.h.watchPump(cw, events, s.principal)
 }
 
 // handleCacheUnwatch ends one of the connection's watches (§8.4); an unknown watch_id answers not_found.
@@ -102,7 +102,7 @@ func (s *session) handleCacheUnwatch(m *proto.CacheUnwatch) {
 
 // watchPump writes a watch's changes until it ends (unwatch, connection end, shutdown: FIN;
 // slow reader or failed write: reset with netq.CodeSlowConsumer).
-func (h *connHandler) watchPump(cw *core.CacheWatcher, events *quic.SendStream) {
+func (h *connHandler) watchPump(cw *core.CacheWatcher, events *quic.SendStream, p *auth.Principal) {
 	defer h.pumps.Done()
 	defer h.subs.Add(-1)
 	defer h.watches.remove(cw.ID)
@@ -117,6 +117,9 @@ func (h *connHandler) watchPump(cw *core.CacheWatcher, events *quic.SendStream) 
 				return
 			}
 			_ = events.Close()
+			return
+		}
+		if h.tokenLapsed(p, events) {
 			return
 		}
 		change := &proto.CacheChange{WatchID: cw.ID, Key: string(ch.Key), Op: proto.CacheChangeOp(ch.Op.WireName()), Value: ch.Value, Offset: ch.Offset}

@@ -355,8 +355,9 @@ func (s *Subscription) read(shard uint32, es *eventStream, next *uint64, haveNex
 			if err != nil {
 				return fmt.Errorf("%w: event stream: %v", ErrProtocol, err)
 			}
-			if nl, ok := m.(*proto.NotLeader); ok {
-				return replyError(reply{msg: nl})
+			switch m.(type) {
+			case *proto.NotLeader, *proto.Error: // an error ends the stream (e.g. its token expired)
+				return replyError(reply{msg: m})
 			}
 			s.c.cfg.logger.Warn("felix: unexpected JSON frame on an event stream", "type", string(m.Type()))
 			continue

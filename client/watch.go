@@ -248,7 +248,7 @@ func (w *Watch) read(ctx context.Context, es *eventStream) (Change, error) {
 		case *proto.CacheChange:
 			w.next = FromOffset(m.Offset + 1)
 			return Change{Key: m.Key, Op: ChangeOp(m.Op), Value: m.Value, Offset: m.Offset}, nil
-		case *proto.NotLeader:
+		case *proto.NotLeader, *proto.Error: // an error ends the stream (e.g. its token expired)
 			return Change{}, replyError(reply{msg: m})
 		}
 		w.c.cfg.logger.Warn("felix: unexpected frame on a watch stream", "type", string(m.Type()))
