@@ -112,12 +112,12 @@ func (s *streamShard) reopenReleaseMark() {
 // silent gap), as releaseBatch does.
 func (s *streamShard) fanoutRecovered(end uint64) {
 	for s.fanoutNext < end {
+		if len(s.subs) == 0 {
+			s.fanoutNext = end
+			return
+		}
 		first := s.fanoutNext
 		n := min(end-first, 256)
-		if len(s.subs) == 0 {
-			s.fanoutNext = first + n
-			continue
-		}
 		var b frameBuilder
 		b.reset(true, first, 4096)
 		err := s.records.ReadCommitted(first, 1<<30, func(off uint64, _ int64, p []byte) bool {
