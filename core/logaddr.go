@@ -3,25 +3,24 @@ package core
 import (
 	"fmt"
 
-	"felix/cluster/replica"
 	"felix/proto"
 )
 
 // ShardKind says whose shard a ShardRef or LogAddr names: a stream's or a
 // cache's (1 stream, 2 cache; 0 invalid). A stream and a cache may share a
 // name (seeds/internal-protocol.txt, "Replicating a cache"), so the kind is
-// part of every shard's identity. It is replication's replica.ShardKind, one
-// type for both packages, with its String ("stream", "cache" or
+// part of every shard's identity. It is proto.ShardKind, one type for proto,
+// core and cluster/replica, with its String ("stream", "cache" or
 // "ShardKind(n)") and HasLog.
-type ShardKind = replica.ShardKind
+type ShardKind = proto.ShardKind
 
 // Shard kinds. The zero value is invalid.
 const (
 	// ShardStream is a stream shard: its records, producers, group-cursor and
 	// dead-letter logs.
-	ShardStream = replica.ShardStream
+	ShardStream = proto.ShardStream
 	// ShardCache is a cache shard: its cache-records and counter logs.
-	ShardCache = replica.ShardCache
+	ShardCache = proto.ShardCache
 )
 
 // ShardRef names one shard of one stream or cache on any node. For a cache,

@@ -177,6 +177,45 @@ func bootstrapLog(k Kind) (ReplicaLog, bool) {
 	return 0, false
 }
 
+// ShardKind says whose shard a log belongs to: a stream's or a cache's (1 stream, 2 cache;
+// 0 invalid). A stream and a cache may share a name, so the kind is part of every shard's
+// identity; on the wire it is carried by the message kind, never by ShardRef
+// (seeds/internal-protocol.txt, "Replicating a cache"). core.ShardKind and
+// cluster/replica.ShardKind are this type.
+type ShardKind uint8
+
+// Shard kinds; the zero value is invalid.
+const (
+	// ShardStream is a stream shard: its stream, producers, group-cursor and dead-letter logs.
+	ShardStream ShardKind = 1
+	// ShardCache is a cache shard: its cache and counter logs.
+	ShardCache ShardKind = 2
+)
+
+// String returns "stream", "cache" or "ShardKind(n)".
+func (k ShardKind) String() string {
+	switch k {
+	case ShardStream:
+		return "stream"
+	case ShardCache:
+		return "cache"
+	}
+	return "ShardKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// HasLog reports whether a shard of kind k has log l: a stream shard the stream, producers,
+// group-cursor and dead-letter logs; a cache shard the cache and counter logs. An invalid
+// kind or log has none.
+func (k ShardKind) HasLog(l ReplicaLog) bool {
+	switch k {
+	case ShardStream:
+		return l == LogStream || l == LogProducers || l == LogGroupCursors || l == LogDeadLetters
+	case ShardCache:
+		return l == LogCache || l == LogCounters
+	}
+	return false
+}
+
 // CacheOp is the u8 op inside ForwardCacheOp / AuthorizedForwardCacheOp.
 type CacheOp uint8
 

@@ -1,50 +1,18 @@
 package replica
 
-import (
-	"fmt"
+import "felix/proto"
 
-	"felix/proto"
-)
-
-// ShardKind says whose shard a follower's log belongs to: a stream's or a cache's (1 stream,
-// 2 cache; 0 invalid). It is also core.ShardKind (core imports this package and names it
-// with an alias), so there is one definition. A stream and a cache may share a name, so the
-// decider checks the message's kind against it (seeds/internal-protocol.txt, "Replicating a
-// cache").
-type ShardKind uint8
+// ShardKind says whose shard a follower's log belongs to: a stream's or a cache's. It is
+// proto.ShardKind (one definition for proto, core and this package; String, HasLog). A
+// stream and a cache may share a name, so the decider checks the message's kind against it
+// (seeds/internal-protocol.txt, "Replicating a cache").
+type ShardKind = proto.ShardKind
 
 // Shard kinds; the zero value is invalid.
 const (
-	// ShardStream is a stream shard: its stream, producers, group-cursor and dead-letter logs.
-	ShardStream ShardKind = 1
-	// ShardCache is a cache shard: its cache and counter logs.
-	ShardCache ShardKind = 2
+	ShardStream = proto.ShardStream
+	ShardCache  = proto.ShardCache
 )
-
-// String returns "stream", "cache" or "ShardKind(n)".
-func (k ShardKind) String() string {
-	switch k {
-	case ShardStream:
-		return "stream"
-	case ShardCache:
-		return "cache"
-	}
-	return fmt.Sprintf("ShardKind(%d)", uint8(k))
-}
-
-// HasLog reports whether a shard of kind k has log l: a stream shard the stream, producers,
-// group-cursor and dead-letter logs; a cache shard the cache and counter logs. An invalid
-// kind or log has none.
-func (k ShardKind) HasLog(l proto.ReplicaLog) bool {
-	switch k {
-	case ShardStream:
-		return l == proto.LogStream || l == proto.LogProducers || l == proto.LogGroupCursors ||
-			l == proto.LogDeadLetters
-	case ShardCache:
-		return l == proto.LogCache || l == proto.LogCounters
-	}
-	return false
-}
 
 // Epoch is one entry of a log's generation history (the epochs file, storage-format.md §7):
 // Generation began at StartOffset. A history is in increasing order of both fields.
