@@ -74,13 +74,39 @@ func TestExpiredTokenEndsItsSubscription(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	frame := subscribeWithToken(t, srv, token, "s")
+	publishOne(t, srv, "s")
+	if flags, _, err := frame(); err != nil || flags == 0 {
+		t.Fatalf("event before the expiry: flags %#x, %v", flags, err)
+	}
+	srv.clockSkew.Store(int64(2 * time.Hour)) // past exp + leeway
+	publishOne(t, srv, "s")
+	flags, body, err := frame()
+	if err != nil || flags != 0 {
+		t.Fatalf("after the expiry: flags %#x, %v; want the error frame", flags, err)
+	}
+	if m, err := proto.DecodeMessage(body); err != nil {
+		t.Fatal(err)
+	} else if e, ok := m.(*proto.Error); !ok || e.Code != proto.CodeUnauthorized || e.Message != "token expired" {
+		t.Fatalf("after the expiry: %#v", m)
+	}
+	if _, _, err := frame(); !errors.Is(err, io.EOF) {
+		t.Fatalf("the event stream must end after the error: %v", err)
+	}
+}
+
+// subscribeWithToken authenticates a new connection to srv with token, subscribes to stream
+// (tenant and namespace default) and returns a reader of the event stream's frames after
+// its event_stream_hello (flags, body, error), each read bounded by 20 s.
+func subscribeWithToken(t *testing.T, srv *Server, token, stream string) func() (uint16, []byte, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	conn, err := quic.DialAddr(ctx, srv.QUICAddr().String(), netq.PinnedClientTLS(netq.Fingerprint(srv.cert.Certificate[0])), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.CloseWithError(0, "")
+	t.Cleanup(func() { conn.CloseWithError(0, "") })
 	r := &rawStream{t: t}
 	if r.st, err = conn.OpenStreamSync(ctx); err != nil {
 		t.Fatal(err)
@@ -89,7 +115,7 @@ func TestExpiredTokenEndsItsSubscription(t *testing.T) {
 	if _, ok := r.next().(*proto.OK); !ok {
 		t.Fatal("auth refused")
 	}
-	r.send(&proto.Subscribe{TenantID: "default", Namespace: "default", Stream: "s"})
+	r.send(&proto.Subscribe{TenantID: "default", Namespace: "default", Stream: stream})
 	ev, err := conn.AcceptUniStream(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -110,32 +136,20 @@ func TestExpiredTokenEndsItsSubscription(t *testing.T) {
 	if _, _, err := frame(); err != nil { // event_stream_hello
 		t.Fatal(err)
 	}
-	publish := func() {
-		done := make(chan error, 1)
-		if err := srv.engine.Publish(&core.PublishRequest{Stream: core.StreamName{Tenant: "default", Namespace: "default", Stream: "s"},
-			Payloads: [][]byte{[]byte("x")}}, func(_ core.PublishResult, err error) { done <- err }); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
-	publish()
-	if flags, _, err := frame(); err != nil || flags == 0 {
-		t.Fatalf("event before the expiry: flags %#x, %v", flags, err)
-	}
-	srv.clockSkew.Store(int64(2 * time.Hour)) // past exp + leeway
-	publish()
-	flags, body, err := frame()
-	if err != nil || flags != 0 {
-		t.Fatalf("after the expiry: flags %#x, %v; want the error frame", flags, err)
-	}
-	if m, err := proto.DecodeMessage(body); err != nil {
+	return frame
+}
+
+// publishOne appends one record to stream (tenant and namespace default) through srv's
+// engine and waits for its commit.
+func publishOne(t *testing.T, srv *Server, stream string) {
+	t.Helper()
+	done := make(chan error, 1)
+	name := core.StreamName{Tenant: "default", Namespace: "default", Stream: stream}
+	if err := srv.engine.Publish(&core.PublishRequest{Stream: name, Payloads: [][]byte{[]byte("x")}},
+		func(_ core.PublishResult, err error) { done <- err }); err != nil {
 		t.Fatal(err)
-	} else if e, ok := m.(*proto.Error); !ok || e.Code != proto.CodeUnauthorized || e.Message != "token expired" {
-		t.Fatalf("after the expiry: %#v", m)
 	}
-	if _, _, err := frame(); !errors.Is(err, io.EOF) {
-		t.Fatalf("the event stream must end after the error: %v", err)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
