@@ -24,11 +24,16 @@ const (
 	CorruptIndexVersion                                    // index version ≠ segment version (rebuilt)
 	CorruptIndexInvalid                                    // index base/flags/order wrong (rebuilt)
 	CorruptSegmentSequence                                 // segments not contiguous, or an unparsable name
+	// CorruptDataAfterEnd: the records stop at a zero gap (an all-zero record
+	// header, or a torn verdict's all-zero sector) at Position, yet the file
+	// holds a non-zero byte at NonZeroAt past the gap: not a clean end of data
+	// (docs/storage-format.md "Recovery"; DataAfterEnd{at, next_nonzero}).
+	CorruptDataAfterEnd
 )
 
 var corruptionNames = [...]string{"", "SegmentMagic", "SegmentVersion", "SegmentFlags", "SegmentHeaderChecksum",
 	"Truncated", "RecordHeaderChecksum", "RecordChecksum", "RecordTooLarge", "RecordInvalid", "OffsetOutOfOrder",
-	"IndexMagic", "IndexVersion", "IndexInvalid", "SegmentSequence"}
+	"IndexMagic", "IndexVersion", "IndexInvalid", "SegmentSequence", "DataAfterEnd"}
 
 // String returns the spec's name of the kind, e.g. "RecordChecksum".
 func (k CorruptionKind) String() string {
@@ -52,6 +57,7 @@ type CorruptionError struct {
 	Position  int64
 	Needed    int64 // CorruptTruncated: bytes the structure needs from Position
 	Available int64 // CorruptTruncated: bytes present from Position
+	NonZeroAt int64 // CorruptDataAfterEnd: byte position of the first non-zero byte past the gap
 	Detail    string
 }
 
@@ -60,6 +66,9 @@ func (e *CorruptionError) Error() string {
 	s := fmt.Sprintf("seglog: %s in %s segment %020d at byte %d", e.Kind, e.Dir, e.Segment, e.Position)
 	if e.Kind == CorruptTruncated {
 		s += fmt.Sprintf(" (needed %d bytes, %d available)", e.Needed, e.Available)
+	}
+	if e.Kind == CorruptDataAfterEnd {
+		s += fmt.Sprintf(" (records end there, non-zero data at byte %d)", e.NonZeroAt)
 	}
 	if e.Detail != "" {
 		s += ": " + e.Detail

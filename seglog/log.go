@@ -81,11 +81,16 @@ type Log struct {
 
 // RecoveryInfo describes what Open found and repaired.
 type RecoveryInfo struct {
-	Segments         int   // segments opened
-	AbandonedRemoved int   // abandoned preparations deleted (spec §5)
-	IndexesRebuilt   int   // index files rebuilt (missing, short, wrong)
-	TornTailBytes    int64 // bytes truncated from the newest segment's tail (0 = none)
-	TornTailAt       int64 // byte position of that truncation
+	Segments         int    // segments opened
+	AbandonedRemoved int    // abandoned preparations deleted (spec §5)
+	IndexesRebuilt   int    // index files rebuilt (missing, short, wrong)
+	TornTailBytes    int64  // bytes truncated from the newest segment's tail (0 = none)
+	TornTailAt       int64  // byte position of that truncation
+	TornTailSegment  uint64 // the segment id (file name number) truncated
+	// DataAfterGapAt, when > 0, is the byte position of the first non-zero
+	// byte found past the zero gap that ended the records (CorruptDataAfterEnd
+	// repaired after an unclean stop): the truncated bytes held data.
+	DataAfterGapAt int64
 }
 
 // unit is one write: a contiguous range of one segment staged in one buffer.
@@ -343,20 +348,42 @@ func (l *Log) loadIndex(s *segment) ([]IndexEntry, error) {
 }
 
 // scanNewest fully scans the newest segment and repairs only its tail
-// (spec §8 "Tail repair"; torn writes per docs/storage-format.md "Torn tails").
+// (spec §8 "Tail repair"; torn writes per docs/storage-format.md "Torn tails"
+// and "Recovery"). A scan that stops at a zero gap followed by non-zero data
+// is CorruptDataAfterEnd. After a clean stop (Options.PreviousRunClean) no
+// tail is repaired: a torn verdict or a gap followed by data refuses the
+// open, unless RepairChecksumTail.
 func (l *Log) scanNewest(s *segment, size int64) error {
 	r := l.fullScan(s, size)
-	if r.err != nil {
-		var ce *CorruptionError
-		if !errors.As(r.err, &ce) {
-			return storageErr("read", s.path, r.err)
-		}
-		if !r.torn && !l.opts.RepairChecksumTail {
-			return locate(r.err, l.dir, int64(s.id), 0)
-		}
-		l.recovery.TornTailAt = r.end
-		l.recovery.TornTailBytes = size - r.end
+	var ce *CorruptionError
+	if r.err != nil && !errors.As(r.err, &ce) {
+		return storageErr("read", s.path, r.err)
 	}
+	var after *CorruptionError
+	if r.gap > 0 && r.gap < size { // a scanner (one buffer) only when zeros may hide data
+		var err error
+		if after, err = newScanner(s.rf, size, s.version, nil).dataAfterGap(&r); err != nil {
+			return storageErr("read", s.path, err)
+		}
+	}
+	if r.err == nil && after == nil {
+		return nil
+	}
+	bad := r.err
+	if after != nil {
+		bad = after
+	}
+	repairable := r.torn || (r.err == nil && after != nil)
+	if l.opts.PreviousRunClean || !repairable {
+		if !l.opts.RepairChecksumTail {
+			return locate(bad, l.dir, int64(s.id), 0)
+		}
+	}
+	if after != nil {
+		l.recovery.DataAfterGapAt = after.NonZeroAt
+	}
+	l.recovery.TornTailAt, l.recovery.TornTailSegment = r.end, s.id
+	l.recovery.TornTailBytes = size - r.end
 	return nil
 }
 

@@ -80,8 +80,17 @@ type Options struct {
 	// RepairChecksumTail allows open to truncate a damaged tail of the newest
 	// segment that is not a provable torn write (spec §8 repair_checksum_tail).
 	RepairChecksumTail bool
-	RetentionBytes     int64         // 0 = off; keep at most this many bytes (whole sealed segments)
-	RetentionAge       time.Duration // 0 = off; drop sealed segments whose newest record is older
+	// PreviousRunClean is the storage root's run-state verdict for this log's
+	// files: the previous run stopped cleanly (ReadRunState CleanStop; spec §7)
+	// and this is the log's first open in this run. Close truncates and
+	// fsyncs the newest segment to its exact data, so after a clean stop no
+	// torn write can exist: any tail damage, and a zero gap followed by data
+	// (CorruptDataAfterEnd), refuses the open instead of being truncated
+	// (docs/storage-format.md "Recovery"). False (a crash, no run-state, or a
+	// reopen within the run) keeps the torn-tail repair.
+	PreviousRunClean bool
+	RetentionBytes   int64         // 0 = off; keep at most this many bytes (whole sealed segments)
+	RetentionAge     time.Duration // 0 = off; drop sealed segments whose newest record is older
 	// BaseOffset places a new, empty log at this offset (replication bootstrap,
 	// seeds/internal-protocol.txt "Bootstrapping a follower"). Ignored when the
 	// directory already holds segments.

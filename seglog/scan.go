@@ -67,6 +67,9 @@ type scanResult struct {
 	zeroEnd bool   // stopped at an all-zero header (end of written data)
 	err     error  // *CorruptionError (Position absolute) or I/O error; nil at clean end
 	torn    bool   // err is explained by a torn write (see isTorn)
+	// gap is where the zero run that stopped the scan starts: end at an
+	// all-zero header, the zero sector of a torn verdict; 0 = none.
+	gap int64
 }
 
 // scanRecords walks records from pos (expected offset off) to the end of the
@@ -104,7 +107,7 @@ func (s *scanner) nextRecord(pos int64, off uint64, h *recordHeader, r *scanResu
 	}
 	if len(hb) < s.hl {
 		if s.version >= 3 && allZero(hb) {
-			r.zeroEnd = true
+			r.zeroEnd, r.gap = true, pos
 			return nil
 		}
 		r.err = &CorruptionError{Kind: CorruptTruncated, Position: pos, Needed: int64(s.hl), Available: int64(len(hb))}
@@ -116,11 +119,11 @@ func (s *scanner) nextRecord(pos int64, off uint64, h *recordHeader, r *scanResu
 	*h, st, why = parseRecordHeader(hb, s.version)
 	switch st {
 	case headerZero:
-		r.zeroEnd = true
+		r.zeroEnd, r.gap = true, pos
 		return nil
 	case headerBadCRC:
 		r.err = &CorruptionError{Kind: CorruptRecordHeaderChecksum, Position: pos}
-		r.torn = s.zeroSectorIn(pos, pos+int64(s.hl))
+		r.gap, r.torn = s.zeroSectorIn(pos, pos+int64(s.hl))
 		return nil
 	case headerBad:
 		k := CorruptRecordInvalid
@@ -140,7 +143,7 @@ func (s *scanner) nextRecord(pos int64, off uint64, h *recordHeader, r *scanResu
 		r.torn = true
 	case s.verify && !checkBody(rec, s.hl, h):
 		r.err = &CorruptionError{Kind: CorruptRecordChecksum, Position: pos}
-		r.torn = s.zeroSectorIn(pos, pos+int64(n))
+		r.gap, r.torn = s.zeroSectorIn(pos, pos+int64(n))
 	default:
 		if _, _, ok := splitBody(rec[s.hl:], h); !ok {
 			r.err = &CorruptionError{Kind: CorruptRecordInvalid, Position: pos, Detail: "publisher length overruns the body"}
@@ -171,9 +174,10 @@ func utoa(v uint64) string {
 }
 
 // zeroSectorIn reports whether a sector overlapping [from, to) is all zero from
-// its aligned start to its end or EOF: the footprint of a torn write, whose
-// lost sectors read back as zeros (docs/storage-format.md "Torn tails").
-func (s *scanner) zeroSectorIn(from, to int64) bool {
+// its aligned start to its end or EOF (the footprint of a torn write, whose
+// lost sectors read back as zeros; docs/storage-format.md "Torn tails"), and
+// the first such sector's position.
+func (s *scanner) zeroSectorIn(from, to int64) (int64, bool) {
 	if to > s.size {
 		to = s.size
 	}
@@ -184,11 +188,51 @@ func (s *scanner) zeroSectorIn(from, to int64) bool {
 		}
 		b, err := s.at(sec, int(end-sec))
 		if err != nil || len(b) == 0 {
-			return false
+			return 0, false
 		}
 		if allZero(b) {
-			return true
+			return sec, true
 		}
 	}
-	return false
+	return 0, false
+}
+
+// nonZeroFrom returns the position of the first non-zero byte in [from,
+// size), or -1 when there is none. It reads forward through the scanner's
+// buffer (one buffer-sized read at a time, no allocation) and stops at the
+// first non-zero byte.
+func (s *scanner) nonZeroFrom(from int64) (int64, error) {
+	for pos := from; pos < s.size; {
+		b, err := s.at(pos, len(s.buf))
+		if err != nil {
+			return -1, err
+		}
+		if len(b) == 0 {
+			return -1, nil
+		}
+		for i, c := range b {
+			if c != 0 {
+				return pos + int64(i), nil
+			}
+		}
+		pos += int64(len(b))
+	}
+	return -1, nil
+}
+
+// dataAfterGap checks the rest of the file after a scan r that stopped at a
+// zero gap (r.gap > 0): a CorruptDataAfterEnd error (Position r.end, NonZeroAt
+// the first non-zero byte at or past r.gap) when the file holds data there;
+// nil when the gap runs to EOF (a clean end: zero padding, preallocation).
+// Errors: the read's I/O error.
+func (s *scanner) dataAfterGap(r *scanResult) (*CorruptionError, error) {
+	if r.gap <= 0 || r.gap >= s.size {
+		return nil, nil
+	}
+	nz, err := s.nonZeroFrom(r.gap)
+	if err != nil || nz < 0 {
+		return nil, err
+	}
+	return &CorruptionError{Kind: CorruptDataAfterEnd, Position: r.end, NonZeroAt: nz,
+		Detail: "zero gap from byte " + utoa(uint64(r.gap)) + " followed by data: not a clean end of the log"}, nil
 }

@@ -213,6 +213,7 @@ func walkRecords(f File, info *SegmentInfo, h SegmentHeader, rec func(*recordHea
 		})
 		info.DataBytes, info.NextOffset = r.end, r.next
 		if r.err == nil {
+			gapData(sc, &r, info, dir, bad)
 			return
 		}
 		err := locate(r.err, dir, int64(info.ID), 0)
@@ -232,6 +233,26 @@ func walkRecords(f File, info *SegmentInfo, h SegmentHeader, rec func(*recordHea
 		hb, _ := sc.at(r.end, sc.hl)
 		rh, _, _ := parseRecordHeader(hb, h.Version)
 		pos, off = r.end+int64(sc.hl)+int64(rh.bodyLen), rh.offset+1
+	}
+}
+
+// gapData reports CorruptDataAfterEnd when a scan r that ended cleanly at a
+// zero record header leaves non-zero bytes later in the file (an unreadable
+// file reads as CorruptTruncated there).
+func gapData(sc *scanner, r *scanResult, info *SegmentInfo, dir string, bad func(*CorruptionError)) {
+	after, err := sc.dataAfterGap(r)
+	if after == nil && err == nil {
+		return
+	}
+	if err != nil {
+		after = &CorruptionError{Kind: CorruptTruncated, Position: r.end, Detail: err.Error()}
+	}
+	after.Dir, after.Segment = dir, int64(info.ID)
+	if info.Err == nil {
+		info.Err = after
+	}
+	if bad != nil {
+		bad(after)
 	}
 }
 
