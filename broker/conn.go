@@ -25,8 +25,8 @@ import (
 const ServerFlags = proto.KnownFlagsV1 | proto.FlagPublishIdempotent | proto.FlagPublishKeyed
 
 // serverFeatures are the JSON-only features of spec §8.0 this broker implements; auth_ok
-// lists the intersection with the client's list.
-var serverFeatures = []string{proto.FeatureErrorCodes, proto.FeatureIdempotentPublish, proto.FeatureCacheDelete, proto.FeatureCounters, proto.FeatureGroups, proto.FeatureCacheWatch, proto.FeatureRoutingKeys}
+// lists the intersection with the client's list (redirects: the not_leader message, §8.9).
+var serverFeatures = []string{proto.FeatureErrorCodes, proto.FeatureIdempotentPublish, proto.FeatureCacheDelete, proto.FeatureCounters, proto.FeatureGroups, proto.FeatureCacheWatch, proto.FeatureRoutingKeys, proto.FeatureRedirects}
 
 // connHandler serves one client connection: it accepts the client's bi streams (control,
 // cache) and uni streams (publish-only) and runs one session per stream. Bounds: the

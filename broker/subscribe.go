@@ -71,7 +71,7 @@ func (s *session) handleSubscribe(m *proto.Subscribe) {
 	srv.m.subscriptions.Inc()
 	s.send(&proto.Subscribed{SubscriptionID: id})
 	s.h.pumps.Add(1)
-	go s.h.pump(sub, events, s.principal)
+	go s.h.pump(sub, events, s.principal, movedEnd{ref: core.ShardRef{Kind: core.ShardStream, Name: req.Stream, Shard: req.Shard}, redirects: s.fwd.redirects})
 }
 
 // subscribeRequest is the engine's request for m: its shard and start, drop_new, the
@@ -108,8 +108,10 @@ func queueSubscribeText(st Stream) string {
 // pump writes a subscription's frames to its event stream until the subscription or the
 // connection ends (one goroutine per subscription; frames are shared and written as-is).
 // At shutdown the stream ends with FIN; a subscriber ended for slowness (Block policy) or
-// a failed write resets it with netq.CodeSlowConsumer.
-func (h *connHandler) pump(sub *core.Subscription, events *quic.SendStream, p *auth.Principal) {
+// a failed write resets it with netq.CodeSlowConsumer. A subscription whose shard moved
+// (core.ErrMoved) ends with not_leader naming the new owner when the table knows one
+// (route_moved.go).
+func (h *connHandler) pump(sub *core.Subscription, events *quic.SendStream, p *auth.Principal, mv movedEnd) {
 	defer h.pumps.Done()
 	defer h.subs.Add(-1)
 	defer sub.Close()
@@ -120,6 +122,9 @@ func (h *connHandler) pump(sub *core.Subscription, events *quic.SendStream, p *a
 				h.s.m.slowSubscribers.Inc()
 				events.CancelWrite(netq.CodeSlowConsumer)
 				return
+			}
+			if errors.Is(err, core.ErrMoved) {
+				h.endMoved(events, mv)
 			}
 			_ = events.Close() // context ended or engine closing: a clean end of stream
 			return
