@@ -368,10 +368,7 @@ func (s *connSlot) get(ctx context.Context) (*conn, error) {
 func (s *connSlot) dialOnce(ctx context.Context) (*conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, s.c.cfg.dialTimeout)
 	defer cancel()
-	qc, err := quic.DialAddr(dctx, s.addr, s.c.tlsCfg, &quic.Config{
-		MaxIncomingUniStreams: 4096,
-		KeepAlivePeriod:       10 * time.Second,
-	})
+	qc, err := quic.DialAddr(dctx, s.addr, s.c.tlsCfg, quicConfig(s.c.cfg))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -396,6 +393,21 @@ func (s *connSlot) dialOnce(ctx context.Context) (*conn, error) {
 	}
 	s.cur = newConn(s.c, qc)
 	return s.cur, nil
+}
+
+// quicConfig is the SDK's transport configuration. The keep-alive period is a fifth of
+// the idle timeout: a subscriber sends nothing of its own, and without frequent PINGs a
+// broker killed with SIGKILL went unnoticed until the next 10 s keep-alive, whose lost
+// probes then backed off exponentially (found by a new-user trial: subscriptions silent for
+// 10–40 s after a broker restart). A PING reaching the restarted broker is answered with
+// a stateless reset (netq.LoadOrCreateResetKey); if none does, the idle timeout ends the
+// connection.
+func quicConfig(cfg *config) *quic.Config {
+	return &quic.Config{
+		MaxIncomingUniStreams: 4096,
+		MaxIdleTimeout:        cfg.idleTimeout,
+		KeepAlivePeriod:       cfg.idleTimeout / 5,
+	}
 }
 
 func (s *connSlot) close() {

@@ -27,6 +27,7 @@ type config struct {
 	maxFrame          uint32
 	logger            *slog.Logger
 	dialTimeout       time.Duration
+	idleTimeout       time.Duration
 	backoffMin        time.Duration
 	backoffMax        time.Duration
 	maxAttempts       int
@@ -46,6 +47,7 @@ func defaultConfig(getenv func(string) string) *config {
 		maxFrame:       proto.DefaultMaxFrameBytes,
 		logger:         slog.New(slog.DiscardHandler),
 		dialTimeout:    10 * time.Second,
+		idleTimeout:    DefaultIdleTimeout,
 		backoffMin:     50 * time.Millisecond,
 		backoffMax:     5 * time.Second,
 		maxAttempts:    3,
@@ -194,6 +196,29 @@ func WithDialTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: dial timeout %v", ErrInvalidArgument, d)
 		}
 		c.dialTimeout = d
+		return nil
+	}
+}
+
+// DefaultIdleTimeout is the SDK's QUIC idle timeout (WithIdleTimeout).
+const DefaultIdleTimeout = 5 * time.Second
+
+// WithIdleTimeout sets how long a connection may go without receiving a packet before the
+// SDK declares it dead (QUIC max_idle_timeout, RFC 9000 §10.1; the effective value is the
+// smaller of the client's and the broker's, 30 s by default). The SDK sends a keep-alive
+// PING every d/5, so a live but quiet connection (a subscriber or watch that only reads)
+// is never idle, while one whose broker was killed (SIGKILL: no CONNECTION_CLOSE) is given
+// up within d even when no stateless reset reaches the client (QUIC's probe timeout
+// backs off exponentially while the broker is down, so its retransmissions may reach the
+// restarted broker only tens of seconds later). Subscriptions and watches then
+// re-subscribe on a new connection. Default DefaultIdleTimeout (5 s); at least 1 s, else
+// ErrInvalidArgument.
+func WithIdleTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d < time.Second {
+			return fmt.Errorf("%w: idle timeout %v (at least 1 s)", ErrInvalidArgument, d)
+		}
+		c.idleTimeout = d
 		return nil
 	}
 }
