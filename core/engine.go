@@ -125,6 +125,15 @@ type Config struct {
 	// (felix/clock; nil = clock.Real()). felix-broker passes the test clock
 	// hook's clock here (clock.FromEnv).
 	Clock felixclock.Clock
+	// PreviousRunClean is the storage root's run-state verdict at start
+	// (seglog.ReadRunState CleanStop, spec/storage-format.md §7): the previous
+	// run stopped cleanly. Each durable log's first open in this engine passes
+	// it to seglog.Options.PreviousRunClean, so a damaged or gapped tail
+	// refuses the open (seglog.CorruptDataAfterEnd...) instead of being
+	// truncated (docs/storage-format.md "Recovery"); reopens within the run
+	// keep the torn-tail repair. felix-broker sets it from its run-state.
+	PreviousRunClean bool
+	opened           *openedLogs // log directories opened in this run (seglogdisk.go)
 
 	// Seams for tests: disk factory (called on the core goroutine) and
 	// manual mode (no core goroutines: the caller steps cores). The clock
@@ -176,6 +185,9 @@ func (c *Config) normalize() error {
 	}
 	if c.newDisk == nil {
 		c.newDisk = c.defaultDisk
+	}
+	if c.opened == nil {
+		c.opened = &openedLogs{dirs: map[string]bool{}}
 	}
 	return nil
 }

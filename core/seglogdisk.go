@@ -29,6 +29,8 @@ type seglogDisk struct {
 	disk      *seglog.Disk
 	fs        seglog.FS
 	reaps     [4]ring.Completion
+	clean     bool        // Config.PreviousRunClean
+	opened    *openedLogs // Config.opened, shared by every core's disk (runclean.go)
 }
 
 // testIOBackend is the test seam of Config.IOBackend: the backend of an
@@ -62,6 +64,8 @@ func newSeglogDisk(cfg *Config, _ int) (coreDisk, error) {
 		ring:      r,
 		disk:      seglog.NewDisk(r, fs),
 		fs:        fs,
+		clean:     cfg.PreviousRunClean,
+		opened:    cfg.opened,
 	}, nil
 }
 
@@ -105,10 +109,12 @@ func (d *seglogDisk) OpenLog(addr LogAddr, own logOptions) (shardLog, error) {
 	case proto.LogCounters: // the cache log stays in the shard directory
 		opts.Dir = seglog.CompanionDir(opts.Dir, seglog.CompanionCounters)
 	}
+	opts.PreviousRunClean = d.clean && d.opened.first(opts.Dir)
 	l, err := d.disk.Open(opts)
 	if err != nil {
 		return nil, err
 	}
+	warnTornTail(opts.Dir, l.Recovery())
 	return &seglogLog{log: l, reader: l.Reader()}, nil
 }
 
