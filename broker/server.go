@@ -41,6 +41,8 @@ type Server struct {
 	internal *internalTransport // broker-internal transport (internal.go); nil without FELIX_INTERNAL_BIND
 
 	storageID seglog.StorageID
+	// prevClean: the run-state said the previous run stopped cleanly (core.Config.PreviousRunClean).
+	prevClean bool
 	dirLock   *os.File // exclusive flock on <data>/LOCK (datalock.go)
 	ready     atomic.Bool
 	draining  atomic.Bool
@@ -123,6 +125,7 @@ func (s *Server) open() error {
 		return fmt.Errorf("broker: run-state: %w", err)
 	}
 	s.storageID = id
+	s.prevClean = last.Found && last.CleanStop
 	if last.Found && !last.CleanStop {
 		logger.Warn("previous run did not stop cleanly", "data_dir", cfg.DataDir, "new_storage_id", renewed,
 			"fsync", string(cfg.FsyncMode))
@@ -188,6 +191,7 @@ func (s *Server) openEngine() error {
 		RetentionInterval:       time.Duration(s.cfg.RetentionIntervalSeconds) * time.Second,
 		SubscriberQueueCapacity: s.cfg.SubscriberQueueCapacity,
 		Metrics:                 s.metrics,
+		PreviousRunClean:        s.prevClean,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: engine: %w", err)
