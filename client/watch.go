@@ -62,6 +62,7 @@ type Watch struct {
 	cn     *conn
 	id     uint64
 	es     *eventStream // nil while the watch is lost
+	since  time.Time    // when the current event stream was opened
 	closed bool
 }
 
@@ -104,7 +105,7 @@ func (w *Watch) open(ctx context.Context) error {
 				es.st.CancelRead(0)
 				return ErrClosed
 			}
-			w.cn, w.id, w.es = cn, id, es
+			w.cn, w.id, w.es, w.since = cn, id, es, time.Now()
 			return nil
 		}
 		if watchTerminal(err) || w.c.ctx.Err() != nil {
@@ -253,6 +254,16 @@ func (w *Watch) read(ctx context.Context, es *eventStream) (Change, error) {
 		}
 		w.c.cfg.logger.Warn("felix: unexpected frame on a watch stream", "type", string(m.Type()))
 	}
+}
+
+// Live reports whether the watch's event stream is open (false from the moment Next sees
+// its connection lost or its stream ended until it watches again) and since, when that
+// stream was opened. A SIGKILLed broker is seen within the idle timeout (WithIdleTimeout).
+// The CLI's --idle-exit counts only live time.
+func (w *Watch) Live() (live bool, since time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.es != nil, w.since
 }
 
 // Close ends the watch: it sends cache_unwatch (best effort, bounded by ctx) and cancels
