@@ -89,8 +89,6 @@ type Subscription struct {
 
 	chErr atomic.Pointer[error] // why the Records channel closed
 
-	frames atomic.Uint64 // frames queued by all shards' readers (redirect chains reset on progress)
-
 	down    atomic.Int32 // shards whose event stream is lost and not yet re-subscribed
 	upSince atomic.Int64 // unix ns of the latest (re-)subscribe of any shard
 }
@@ -153,10 +151,8 @@ func (c *Client) Subscribe(ctx context.Context, stream string, start Start, opts
 // client is closed.
 func (s *Subscription) openRetrying(ctx context.Context, shard uint32, start Start, addr *string) (*eventStream, Capabilities, error) {
 	bo := newBackoff(s.c.cfg.backoffMin, s.c.cfg.backoffMax)
-	var ch redirectChain // each attempt starts a new chain at the dialled broker
 	for {
-		ch.reset()
-		es, caps, err := s.openFollowing(ctx, shard, start, addr, &ch)
+		es, caps, err := s.openFollowing(ctx, shard, start, addr)
 		if err == nil || terminal(err) || ctx.Err() != nil || s.c.ctx.Err() != nil {
 			if err != nil {
 				if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
@@ -181,19 +177,18 @@ func (s *Subscription) openRetrying(ctx context.Context, shard uint32, start Sta
 	}
 }
 
+// maxRedirects bounds a chain of not_leader answers followed by one subscribe.
+const maxRedirects = 4
+
 // openFollowing is open that follows not_leader redirects (spec §8.9: the client
-// reconnects to the owner's address and subscribes there) as far as ch admits them
-// (redirect.go: a loop or more than maxRedirects hops is a *RedirectError); *addr is the
-// broker to use ("" = the dialled one) and is updated to the owner that accepted.
-func (s *Subscription) openFollowing(ctx context.Context, shard uint32, start Start, addr *string, ch *redirectChain) (*eventStream, Capabilities, error) {
-	for {
+// reconnects to the owner's address and subscribes there); *addr is the broker to use
+// ("" = the dialled one) and is updated to the owner that accepted.
+func (s *Subscription) openFollowing(ctx context.Context, shard uint32, start Start, addr *string) (*eventStream, Capabilities, error) {
+	for hop := 0; ; hop++ {
 		es, caps, err := s.open(ctx, shard, start, *addr)
 		var nl *NotLeaderError
-		if err == nil || !errors.As(err, &nl) {
+		if err == nil || !errors.As(err, &nl) || nl.Address == "" || hop >= maxRedirects {
 			return es, caps, err
-		}
-		if ferr := ch.follow(nl); ferr != nil {
-			return nil, caps, ferr
 		}
 		s.c.cfg.logger.Info("felix: subscription redirected", "stream", s.stream, "shard", shard, "owner", nl.Owner, "address", nl.Address, "generation", nl.Generation)
 		*addr = nl.Address
@@ -277,7 +272,6 @@ func (s *Subscription) run(shard uint32, start Start, addr string, es *eventStre
 		next     uint64 // next expected offset
 		haveNext bool
 		bo       = newBackoff(s.c.cfg.backoffMin, s.c.cfg.backoffMax)
-		ch       redirectChain // redirects since the last record (redirect.go)
 	)
 	if start.kind == proto.StartOffset {
 		next, haveNext = start.offset, true
@@ -295,7 +289,7 @@ func (s *Subscription) run(shard uint32, start Start, addr string, es *eventStre
 				octx, cancel = context.WithTimeout(s.ctx, 2*s.c.cfg.dialTimeout)
 			}
 			var err error
-			es, _, err = s.openFollowing(octx, shard, from, &addr, &ch)
+			es, _, err = s.openFollowing(octx, shard, from, &addr)
 			cancel()
 			if err != nil {
 				if s.ctx.Err() != nil {
@@ -306,7 +300,6 @@ func (s *Subscription) run(shard uint32, start Start, addr string, es *eventStre
 					return
 				}
 				addr = ""
-				ch.reset() // starting over at the dialled broker
 				s.c.cfg.logger.Info("felix: re-subscribe failed; retrying", "stream", s.stream, "shard", shard, "err", err)
 				if !s.sleep(bo.next()) {
 					return
@@ -317,7 +310,7 @@ func (s *Subscription) run(shard uint32, start Start, addr string, es *eventStre
 			s.upSince.Store(time.Now().UnixNano())
 			s.down.Add(-1)
 		}
-		before, had, frames := next, haveNext, s.frames.Load()
+		before, had := next, haveNext
 		err := s.read(shard, es, &next, &haveNext)
 		es.st.CancelRead(0)
 		es = nil
@@ -325,17 +318,10 @@ func (s *Subscription) run(shard uint32, start Start, addr string, es *eventStre
 		if s.ctx.Err() != nil {
 			return
 		}
-		if next != before || had != haveNext || s.frames.Load() != frames {
-			ch.reset() // records arrived: a later redirect starts a new chain
-		}
 		var nl *NotLeaderError
 		if errors.As(err, &nl) && nl.Address != "" {
 			// The shard moved: subscribe at the owner. A redirect that delivered nothing
 			// waits a backoff step, so two brokers pointing at each other cannot spin.
-			if ferr := ch.follow(nl); ferr != nil {
-				s.fail(ferr)
-				return
-			}
 			addr = nl.Address
 			if next == before && had == haveNext && !s.sleep(bo.next()) {
 				return
@@ -411,7 +397,6 @@ func (s *Subscription) read(shard uint32, es *eventStream, next *uint64, haveNex
 		}
 		select {
 		case s.batches <- f:
-			s.frames.Add(1)
 		case <-s.ctx.Done():
 			return s.ctx.Err()
 		}
