@@ -176,6 +176,35 @@ func nextCtx(ctx context.Context, idle time.Duration) (context.Context, context.
 	return context.WithTimeout(ctx, idle)
 }
 
+// idleWait is the --idle-exit rule of `sub` and `cache watch` (docs/cli.md): only time
+// while the subscription or watch is live counts. When a wait of d for a record ran out,
+// next reports how long to wait again: 0 means exit 0 (live and silent for the whole of
+// idle since its latest (re-)subscribe); while live() is false (the connection is lost and
+// the SDK is re-subscribing) it warns once per outage on stderr and waits a full idle
+// again, so a broker restart never turns into a silent exit.
+type idleWait struct {
+	a      *app
+	idle   time.Duration
+	live   func() (bool, time.Time)
+	warned bool
+}
+
+func (w *idleWait) next() time.Duration {
+	live, since := w.live()
+	if !live {
+		if !w.warned {
+			fmt.Fprintf(w.a.stderr, "felix: connection to the broker lost; resuming (--idle-exit does not count while disconnected)\n")
+			w.warned = true
+		}
+		return w.idle
+	}
+	if w.warned {
+		fmt.Fprintf(w.a.stderr, "felix: resumed\n")
+		w.warned = false
+	}
+	return max(0, w.idle-time.Since(since))
+}
+
 func (a *app) subscribe(ctx context.Context, c *client.Client, stream string, start client.Start, shards []uint32, count int64, showOffsets bool, idle time.Duration) error {
 	sctx, cancel := context.WithTimeout(ctx, a.timeout)
 	sub, err := c.Subscribe(sctx, stream, start, client.SubscribeOptions{Shards: shards})
@@ -184,18 +213,23 @@ func (a *app) subscribe(ctx context.Context, c *client.Client, stream string, st
 		return fmt.Errorf("subscribe to %s: %w", stream, classify(err))
 	}
 	defer sub.Close()
-	for n := int64(0); count == 0 || n < count; n++ {
-		nctx, cancel := nextCtx(ctx, idle)
+	iw := &idleWait{a: a, idle: idle, live: sub.Live}
+	for n, wait := int64(0), idle; count == 0 || n < count; {
+		nctx, cancel := nextCtx(ctx, wait)
 		rec, err := sub.Next(nctx)
 		cancel()
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return errInterrupted
 		case errors.Is(err, context.DeadlineExceeded):
-			return errInterrupted // --idle-exit
+			if wait = iw.next(); wait <= 0 {
+				return errInterrupted // --idle-exit
+			}
+			continue
 		case err != nil:
 			return fmt.Errorf("subscription to %s: %w", stream, classify(err))
 		}
+		n, wait = n+1, idle
 		var off *uint64
 		if rec.HasOffset {
 			off = &rec.Offset

@@ -70,18 +70,23 @@ resumed from the last change's offset + 1; one lost before the first change with
 			} else {
 				fmt.Fprintf(a.stderr, "watching %s in cache %s\n", args[1], args[0])
 			}
-			for n := int64(0); count == 0 || n < count; n++ {
-				nctx, cancel := nextCtx(ctx, idle)
+			iw := &idleWait{a: a, idle: idle, live: w.Live}
+			for n, wait := int64(0), idle; count == 0 || n < count; {
+				nctx, cancel := nextCtx(ctx, wait)
 				ch, err := w.Next(nctx)
 				cancel()
 				switch {
 				case err != nil && ctx.Err() != nil:
 					return nil
 				case errors.Is(err, context.DeadlineExceeded):
-					return nil // --idle-exit
+					if wait = iw.next(); wait <= 0 {
+						return nil // --idle-exit
+					}
+					continue
 				case err != nil:
 					return a.watchEnded(ctx, c, args[0], args[1], err)
 				}
+				n, wait = n+1, idle
 				if a.jsonOut {
 					out := map[string]any{"key": ch.Key, "op": string(ch.Op), "offset": ch.Offset}
 					if ch.Value != nil {
