@@ -12,12 +12,14 @@ import (
 const resumeBound = 5 * time.Second
 
 // killAndRestart SIGKILLs b (no CONNECTION_CLOSE reaches the client) and restarts it on
-// the same port and data dir after pause (the trial's 4 s gap while the port is dead).
-func killAndRestart(t *testing.T, b *testBroker, env []string, pause time.Duration) *testBroker {
+// the same port and data dir after pause (the trial's 4 s gap while the port is dead),
+// and returns the new broker and the instant of the kill.
+func killAndRestart(t *testing.T, b *testBroker, env []string, pause time.Duration) (b2 *testBroker, killed time.Time) {
 	t.Helper()
 	b.kill()
+	killed = time.Now()
 	time.Sleep(pause) // the outage itself, not a wait for a condition
-	return startBroker(t, b.dataDir, env...)
+	return startBroker(t, b.dataDir, env...), killed
 }
 
 // A live subscription on a durable stream resumes within resumeBound once a broker killed
@@ -46,7 +48,7 @@ func TestSubscribeResumesAfterKill(t *testing.T) {
 	if r, err := sub.Next(ctx); err != nil || string(r.Payload) != "before" {
 		t.Fatalf("first record: %q, %v", r.Payload, err)
 	}
-	b2 := killAndRestart(t, b, env, 2*time.Second)
+	b2, killed := killAndRestart(t, b, env, 2*time.Second)
 	c2 := b2.dial()
 	p2, err := c2.NewPublisher("ks", PublisherOptions{Linger: -1})
 	if err != nil {
@@ -62,6 +64,9 @@ func TestSubscribeResumesAfterKill(t *testing.T) {
 	r, err := sub.Next(nctx)
 	if err != nil || string(r.Payload) != "after" || r.Offset != 1 {
 		t.Fatalf("after the restart: %q at %d, %v after %v (want \"after\" at 1 within %v)", r.Payload, r.Offset, err, time.Since(start), resumeBound)
+	}
+	if live, since := sub.Live(); !live || !since.After(killed) {
+		t.Fatalf("Live() = %v, %v after the resume (killed at %v)", live, since, killed)
 	}
 	t.Logf("subscription resumed %v after the publish", time.Since(start))
 }
@@ -87,7 +92,7 @@ func TestWatchResumesAfterKill(t *testing.T) {
 	if ch, err := w.Next(ctx); err != nil || string(ch.Value) != "v1" {
 		t.Fatalf("first change: %+v, %v", ch, err)
 	}
-	b2 := killAndRestart(t, b, env, 2*time.Second)
+	b2, killed := killAndRestart(t, b, env, 2*time.Second)
 	c2 := b2.dial()
 	if err := c2.Put(ctx, "c4", "k", []byte("v2"), 0); err != nil {
 		t.Fatal(err)
@@ -103,6 +108,9 @@ func TestWatchResumesAfterKill(t *testing.T) {
 		if string(ch.Value) == "v2" {
 			break
 		}
+	}
+	if live, since := w.Live(); !live || !since.After(killed) {
+		t.Fatalf("Live() = %v, %v after the resume (killed at %v)", live, since, killed)
 	}
 	t.Logf("watch resumed %v after the put", time.Since(start))
 }
