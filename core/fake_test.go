@@ -349,6 +349,12 @@ func (l *fakeLog) Compact(live [][]byte, ts int64, done func(first, last uint64,
 	return nil
 }
 
+// writeAfter, seglog and stateFile: the fake keeps no files and orders nothing (its appends
+// complete on Poll in the order the core made them).
+func (l *fakeLog) writeAfter(shardLog) error                  { return nil }
+func (l *fakeLog) seglog() *seglog.Log                        { return nil }
+func (l *fakeLog) stateFile(string) (seglog.FS, string, bool) { return nil, "", false }
+
 func (l *fakeLog) NextOffset() uint64 { l.mu.Lock(); defer l.mu.Unlock(); return l.next }
 func (l *fakeLog) EarliestOffset() uint64 {
 	l.mu.Lock()

@@ -68,6 +68,17 @@ type shardLog interface {
 	// the first live one (seglog.Log.Compact): the producers, cache, counter
 	// and group logs stay bounded through it (logOwner.compact).
 	Compact(live [][]byte, tsMicros int64, done func(first, last uint64, err error)) error
+	// writeAfter orders this log's writes after dep's (seglog.Log.WriteAfter):
+	// a stream shard's records after its producer keys (producer.go). A log
+	// that keeps no files (the test fake) orders nothing and returns nil; dep
+	// from another disk is an error.
+	writeAfter(dep shardLog) error
+	// seglog returns the seglog.Log behind the log, nil for one without.
+	seglog() *seglog.Log
+	// stateFile returns the file system and path of the state file name
+	// beside the log (the release mark, replicate_mark.go); ok=false for a log
+	// that keeps no files.
+	stateFile(name string) (fsys seglog.FS, path string, ok bool)
 	Close() error
 }
 

@@ -293,21 +293,13 @@ func (w *producerWindow) recover(log logReader, dataNext uint64) (producerRecove
 	return rec, nil
 }
 
-// logOrderer is a shardLog whose writes can be ordered after another log's
-// (seglog.Log.WriteAfter).
-type logOrderer interface {
-	writeAfter(dep shardLog) error
-}
-
 // recoverProducers orders the record log after the producers log, rebuilds
 // the window, cuts a torn batch off the record log and, when the producers
 // log names records that are not there, appends a fence at the record log's
 // end before anything else is written (see recover).
 func (s *streamShard) recoverProducers() error {
-	if o, ok := s.records.(logOrderer); ok {
-		if err := o.writeAfter(s.producerLog); err != nil {
-			return err
-		}
+	if err := s.records.writeAfter(s.producerLog); err != nil {
+		return err
 	}
 	rec, err := s.producers.recover(s.producerLog, s.records.NextOffset())
 	if err != nil {

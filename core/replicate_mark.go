@@ -16,7 +16,6 @@ import (
 	"errors"
 	"hash/crc32"
 	"io/fs"
-	"path/filepath"
 
 	"felix/internal/vfs"
 )
@@ -49,12 +48,7 @@ func decodeReleaseMark(b []byte) (mark uint64, ok bool) {
 // releaseMarkPath is the file system and path of s's release-mark file; ok=false on a
 // disk that keeps no files (the test disks).
 func (s *streamShard) releaseMarkPath() (vfs.FS, string, bool) {
-	d, ok := s.c.disk.(*seglogDisk)
-	l, lok := s.records.(*seglogLog)
-	if !ok || !lok {
-		return nil, "", false
-	}
-	return d.fs, filepath.Join(l.log.Dir(), ReleaseMarkFileName), true
+	return s.records.stateFile(ReleaseMarkFileName)
 }
 
 // keepReleaseMark writes (attached) or removes (detached) s's release-mark file, on

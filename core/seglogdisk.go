@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"felix/proto"
@@ -115,7 +116,7 @@ func (d *seglogDisk) OpenLog(addr LogAddr, own logOptions) (shardLog, error) {
 		return nil, err
 	}
 	warnTornTail(opts.Dir, l.Recovery())
-	return &seglogLog{log: l, reader: l.Reader()}, nil
+	return &seglogLog{log: l, reader: l.Reader(), fs: d.fs}, nil
 }
 
 // applyStreamOptions lays a stream's own record-log options over the
@@ -164,6 +165,7 @@ func (d *seglogDisk) Close() error   { return errors.Join(d.disk.Close(), d.ring
 type seglogLog struct {
 	log    *seglog.Log
 	reader *seglog.Reader
+	fs     seglog.FS // the disk's file seam, for the state files beside the log
 }
 
 func (l *seglogLog) Append(payloads [][]byte, ts int64, done func(first, last uint64, err error)) error {
@@ -173,11 +175,17 @@ func (l *seglogLog) Append(payloads [][]byte, ts int64, done func(first, last ui
 // writeAfter orders this log's writes after dep's (seglog.Log.WriteAfter):
 // a stream shard's records after its producer keys (producer.go).
 func (l *seglogLog) writeAfter(dep shardLog) error {
-	d, ok := dep.(*seglogLog)
-	if !ok {
+	d := dep.seglog()
+	if d == nil {
 		return fmt.Errorf("core: write order across disks: %T", dep)
 	}
-	return l.log.WriteAfter(d.log)
+	return l.log.WriteAfter(d)
+}
+
+func (l *seglogLog) seglog() *seglog.Log { return l.log }
+
+func (l *seglogLog) stateFile(name string) (seglog.FS, string, bool) {
+	return l.fs, filepath.Join(l.log.Dir(), name), true
 }
 
 // TruncateSuffix drops every record at or above off (seglog.Log.TruncateSuffix).
