@@ -53,8 +53,10 @@ func TestCacheSweepAndWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	answered := 0
 	put := func(key, value string, ttl cache.TTL) {
 		if err := e.CachePut(watchCache, routeKey(e.Engine, watchCache, []byte(key)), []byte(key), []byte(value), ttl, func(err error) {
+			answered++
 			if err != nil {
 				t.Errorf("put %q: %v", key, err)
 			}
@@ -74,6 +76,10 @@ func TestCacheSweepAndWatch(t *testing.T) {
 	if ch.Op != cache.ChangeExpire || string(ch.Key) != "cfg/a" || ch.Op.WireName() != "expire" {
 		t.Fatalf("expected the sweep's expire, got %+v", ch)
 	}
+	// The puts are answered once their fdatasync completes, which StepUntilIdle does
+	// not wait for: step until both answered, or the engine's close at cleanup would
+	// fail them (ErrClosed) after the test's own steps.
+	e.StepUntil(func() bool { return answered == 2 })
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ package coretest
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -89,19 +90,36 @@ func (e *Engine) StepUntilIdle() int {
 	return MaxTurns
 }
 
+// DiskWait bounds how long StepUntil keeps stepping an engine that does no
+// work while cond is false: the time a real disk (cfg.DataDir set) may take
+// to complete the writes and fdatasyncs cond waits for, on a loaded machine.
+const DiskWait = 20 * time.Second
+
 // StepUntil steps until cond holds (checked before each turn) and returns
-// the turns taken; it fails the test past MaxTurns. For conditions that
-// depend on disk completions, which StepUntilIdle does not wait for.
+// the turns taken. For conditions that depend on disk completions, which
+// StepUntilIdle does not wait for: turns in which no core did work (the
+// engine waits on the disk) are bounded by DiskWait of wall time, not by a
+// count, since a completion arrives when the disk is done, whatever the
+// number of turns; turns with work are bounded by MaxTurns (an engine that
+// never settles). It fails the test past either bound.
 func (e *Engine) StepUntil(cond func() bool) int {
 	e.t.Helper()
-	for n := 0; n <= MaxTurns; n++ {
+	deadline := time.Now().Add(DiskWait)
+	for n, busy := 0, 0; ; n++ {
 		if cond() {
 			return n
 		}
-		e.Step(1)
+		if e.Step(1) {
+			if busy++; busy > MaxTurns {
+				e.t.Fatalf("coretest: condition still false after %d turns with work", MaxTurns)
+			}
+			continue
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("coretest: condition still false after %v of turns without work (a disk completion that never came?)", DiskWait)
+		}
+		runtime.Gosched()
 	}
-	e.t.Fatalf("coretest: condition still false after %d turns", MaxTurns)
-	return MaxTurns
 }
 
 // Advance moves the Clock forward by d, then steps until idle, so the
