@@ -293,7 +293,7 @@ func (c *Client) requireFeature(ctx context.Context, f string) error {
 
 // slotFor returns the connection slot for a broker address: the pool for the address the
 // client dialled (nil), else one connection per redirect target, made on first use with
-// the client's TLS settings and token.
+// the client's TLS settings and token (at most maxRedirectTargets; nil when all are live).
 func (c *Client) slotFor(addr string) *connSlot {
 	if addr == "" || addr == c.addr {
 		return nil
@@ -305,11 +305,7 @@ func (c *Client) slotFor(addr string) *connSlot {
 	}
 	s := c.redirs[addr]
 	if s == nil {
-		s = &connSlot{c: c, addr: addr, bo: newBackoff(c.cfg.backoffMin, c.cfg.backoffMax)}
-		if c.ctx.Err() != nil {
-			s.closed = true
-		}
-		c.redirs[addr] = s
+		s = c.newRedirectSlotLocked(addr) // bounded: maxRedirectTargets (redirect.go)
 	}
 	return s
 }
@@ -323,6 +319,9 @@ type connSlot struct {
 	bo     backoff
 	notBef time.Time // no dial before this instant (backoff window)
 	closed bool
+
+	// evicted: dropped from Client.redirs (redirect.go); get fails errRedirectTargetEvicted.
+	evicted bool
 }
 
 // get returns the live connection, dialling when there is none. A failed dial sets a
@@ -331,7 +330,11 @@ func (s *connSlot) get(ctx context.Context) (*conn, error) {
 	for {
 		s.mu.Lock()
 		if s.closed {
+			ev := s.evicted
 			s.mu.Unlock()
+			if ev {
+				return nil, errRedirectTargetEvicted
+			}
 			return nil, ErrClosed
 		}
 		if s.cur != nil && s.cur.alive() {

@@ -89,6 +89,8 @@ type Subscription struct {
 
 	chErr atomic.Pointer[error] // why the Records channel closed
 
+	frames atomic.Uint64 // frames queued by all shards' readers (redirect chains reset on progress)
+
 	down    atomic.Int32 // shards whose event stream is lost and not yet re-subscribed
 	upSince atomic.Int64 // unix ns of the latest (re-)subscribe of any shard
 }
@@ -104,11 +106,14 @@ type eventFrame struct {
 // returns once every shard's subscription is registered on the broker (so records
 // published after Subscribe returns are delivered, with Latest too). A not_leader answer
 // is followed: the SDK connects to the owner's address (with the same TLS settings and
-// token) and subscribes there, up to 4 hops. A failure that is not a definite refusal (a
+// token) and subscribes there, up to 4 hops without a record in between (a live
+// subscription whose shard moves follows the same way, from its last offset + 1); the same
+// (address, generation) twice is refused as a loop. A failure that is not a definite refusal (a
 // connection lost or closed under the subscribe, an auth exchange cut off) is retried with
 // the reconnect backoff on a new connection until ctx ends. Errors: ctx.Err() (wrapping the
 // last attempt's error), *CursorError (ErrCursor),
-// *NotLeaderError (too many hops, or no address), ErrNotFound, ErrUnauthorized, ErrUnsupported (Earliest or
+// *RedirectError (a loop or too many hops; matches ErrNotLeader), *NotLeaderError (no
+// address), ErrNotFound, ErrUnauthorized, ErrUnsupported (Earliest or
 // Offset without the broker's offset flag 0x0020, or WithPublisher without "publishers").
 func (c *Client) Subscribe(ctx context.Context, stream string, start Start, opts SubscribeOptions) (*Subscription, error) {
 	if stream == "" {
@@ -151,8 +156,10 @@ func (c *Client) Subscribe(ctx context.Context, stream string, start Start, opts
 // client is closed.
 func (s *Subscription) openRetrying(ctx context.Context, shard uint32, start Start, addr *string) (*eventStream, Capabilities, error) {
 	bo := newBackoff(s.c.cfg.backoffMin, s.c.cfg.backoffMax)
+	var ch redirectChain // each attempt starts a new chain at the dialled broker
 	for {
-		es, caps, err := s.openFollowing(ctx, shard, start, addr)
+		ch.reset()
+		es, caps, err := s.openFollowing(ctx, shard, start, addr, &ch)
 		if err == nil || terminal(err) || ctx.Err() != nil || s.c.ctx.Err() != nil {
 			if err != nil {
 				if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
@@ -177,18 +184,19 @@ func (s *Subscription) openRetrying(ctx context.Context, shard uint32, start Sta
 	}
 }
 
-// maxRedirects bounds a chain of not_leader answers followed by one subscribe.
-const maxRedirects = 4
-
 // openFollowing is open that follows not_leader redirects (spec §8.9: the client
-// reconnects to the owner's address and subscribes there); *addr is the broker to use
-// ("" = the dialled one) and is updated to the owner that accepted.
-func (s *Subscription) openFollowing(ctx context.Context, shard uint32, start Start, addr *string) (*eventStream, Capabilities, error) {
-	for hop := 0; ; hop++ {
+// reconnects to the owner's address and subscribes there) as far as ch admits them
+// (redirect.go: a loop or more than maxRedirects hops is a *RedirectError); *addr is the
+// broker to use ("" = the dialled one) and is updated to the owner that accepted.
+func (s *Subscription) openFollowing(ctx context.Context, shard uint32, start Start, addr *string, ch *redirectChain) (*eventStream, Capabilities, error) {
+	for {
 		es, caps, err := s.open(ctx, shard, start, *addr)
 		var nl *NotLeaderError
-		if err == nil || !errors.As(err, &nl) || nl.Address == "" || hop >= maxRedirects {
+		if err == nil || !errors.As(err, &nl) {
 			return es, caps, err
+		}
+		if ferr := ch.follow(nl); ferr != nil {
+			return nil, caps, ferr
 		}
 		s.c.cfg.logger.Info("felix: subscription redirected", "stream", s.stream, "shard", shard, "owner", nl.Owner, "address", nl.Address, "generation", nl.Generation)
 		*addr = nl.Address
@@ -272,6 +280,7 @@ func (s *Subscription) run(shard uint32, start Start, addr string, es *eventStre
 		next     uint64 // next expected offset
 		haveNext bool
 		bo       = newBackoff(s.c.cfg.backoffMin, s.c.cfg.backoffMax)
+		ch       redirectChain // redirects since the last record (redirect.go)
 	)
 	if start.kind == proto.StartOffset {
 		next, haveNext = start.offset, true
@@ -289,7 +298,7 @@ func (s *Subscription) run(shard uint32, start Start, addr string, es *eventStre
 				octx, cancel = context.WithTimeout(s.ctx, 2*s.c.cfg.dialTimeout)
 			}
 			var err error
-			es, _, err = s.openFollowing(octx, shard, from, &addr)
+			es, _, err = s.openFollowing(octx, shard, from, &addr, &ch)
 			cancel()
 			if err != nil {
 				if s.ctx.Err() != nil {
@@ -300,6 +309,7 @@ func (s *Subscription) run(shard uint32, start Start, addr string, es *eventStre
 					return
 				}
 				addr = ""
+				ch.reset() // starting over at the dialled broker
 				s.c.cfg.logger.Info("felix: re-subscribe failed; retrying", "stream", s.stream, "shard", shard, "err", err)
 				if !s.sleep(bo.next()) {
 					return
@@ -310,7 +320,7 @@ func (s *Subscription) run(shard uint32, start Start, addr string, es *eventStre
 			s.upSince.Store(time.Now().UnixNano())
 			s.down.Add(-1)
 		}
-		before, had := next, haveNext
+		before, had, frames := next, haveNext, s.frames.Load()
 		err := s.read(shard, es, &next, &haveNext)
 		es.st.CancelRead(0)
 		es = nil
@@ -318,15 +328,11 @@ func (s *Subscription) run(shard uint32, start Start, addr string, es *eventStre
 		if s.ctx.Err() != nil {
 			return
 		}
-		var nl *NotLeaderError
-		if errors.As(err, &nl) && nl.Address != "" {
-			// The shard moved: subscribe at the owner. A redirect that delivered nothing
-			// waits a backoff step, so two brokers pointing at each other cannot spin.
-			addr = nl.Address
-			if next == before && had == haveNext && !s.sleep(bo.next()) {
-				return
-			}
-			s.c.cfg.logger.Info("felix: subscription moved", "stream", s.stream, "shard", shard, "address", addr)
+		progressed := next != before || had != haveNext || s.frames.Load() != frames
+		if owner, moved, stop := s.followMoved(shard, err, &ch, progressed, &bo); stop {
+			return
+		} else if moved { // the shard moved: subscribe at the owner (redirect.go)
+			addr = owner
 			continue
 		}
 		if terminal(err) {
@@ -397,6 +403,7 @@ func (s *Subscription) read(shard uint32, es *eventStream, next *uint64, haveNex
 		}
 		select {
 		case s.batches <- f:
+			s.frames.Add(1)
 		case <-s.ctx.Done():
 			return s.ctx.Err()
 		}
