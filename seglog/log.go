@@ -350,9 +350,9 @@ func (l *Log) loadIndex(s *segment) ([]IndexEntry, error) {
 // scanNewest fully scans the newest segment and repairs only its tail
 // (spec §8 "Tail repair"; torn writes per docs/storage-format.md "Torn tails"
 // and "Recovery"). A scan that stops at a zero gap followed by non-zero data
-// is CorruptDataAfterEnd. After a clean stop (Options.PreviousRunClean) no
-// tail is repaired: a torn verdict or a gap followed by data refuses the
-// open, unless RepairChecksumTail.
+// is CorruptDataAfterEnd: after a clean stop (Options.PreviousRunClean) it
+// refuses the open (unless RepairChecksumTail), after a crash it is truncated
+// like a torn write, with RecoveryInfo set.
 func (l *Log) scanNewest(s *segment, size int64) error {
 	r := l.fullScan(s, size)
 	var ce *CorruptionError
@@ -373,11 +373,10 @@ func (l *Log) scanNewest(s *segment, size int64) error {
 	if after != nil {
 		bad = after
 	}
-	repairable := r.torn || (r.err == nil && after != nil)
-	if l.opts.PreviousRunClean || !repairable {
-		if !l.opts.RepairChecksumTail {
-			return locate(bad, l.dir, int64(s.id), 0)
-		}
+	// After a clean stop a gap followed by data is damage, not a torn write.
+	repairable := (r.torn || r.err == nil) && !(after != nil && l.opts.PreviousRunClean)
+	if !repairable && !l.opts.RepairChecksumTail {
+		return locate(bad, l.dir, int64(s.id), 0)
 	}
 	if after != nil {
 		l.recovery.DataAfterGapAt = after.NonZeroAt

@@ -82,12 +82,12 @@ type Options struct {
 	RepairChecksumTail bool
 	// PreviousRunClean is the storage root's run-state verdict for this log's
 	// files: the previous run stopped cleanly (ReadRunState CleanStop; spec §7)
-	// and this is the log's first open in this run. Close truncates and
-	// fsyncs the newest segment to its exact data, so after a clean stop no
-	// torn write can exist: any tail damage, and a zero gap followed by data
-	// (CorruptDataAfterEnd), refuses the open instead of being truncated
-	// (docs/storage-format.md "Recovery"). False (a crash, no run-state, or a
-	// reopen within the run) keeps the torn-tail repair.
+	// and this is the log's first open in this run. Close truncates the newest
+	// segment to its exact data, so a zero gap followed by data
+	// (CorruptDataAfterEnd) cannot be a torn write: open refuses it instead of
+	// truncating (docs/storage-format.md "Recovery"). Other torn verdicts are
+	// still repaired (a log that failed mid-run closes without its trim).
+	// False (a crash, no run-state, a reopen within the run) repairs the gap.
 	PreviousRunClean bool
 	RetentionBytes   int64         // 0 = off; keep at most this many bytes (whole sealed segments)
 	RetentionAge     time.Duration // 0 = off; drop sealed segments whose newest record is older
