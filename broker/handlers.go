@@ -34,6 +34,7 @@ var clientHandlers = map[proto.MessageType]messageHandler{
 	proto.TypeDeadLettersRedrive: {serve: on((*session).handleDeadLettersRedrive)},
 	proto.TypeCacheWatch:         {serve: on((*session).handleCacheWatch)},
 	proto.TypeCacheUnwatch:       {serve: on((*session).handleCacheUnwatch)},
+	proto.TypeRouteLookup:        {serve: on((*session).handleRouteLookup)}, // route.go
 }
 
 // on adapts a handler of one message type to the table. A message whose Go type does not
