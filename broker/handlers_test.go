@@ -16,7 +16,7 @@ func TestHandlerTableCoversTheClientMessages(t *testing.T) {
 	client := []proto.MessageType{proto.TypeAuth, proto.TypePublish, proto.TypePublishBatch, proto.TypeSubscribe,
 		proto.TypeCachePut, proto.TypeCacheGet, proto.TypeCacheDelete, proto.TypeCounterAdd, proto.TypeCounterGet,
 		proto.TypeGroupPoll, proto.TypeGroupAck, proto.TypeGroupNack, proto.TypeDeadLettersList, proto.TypeDeadLettersRedrive,
-		proto.TypeCacheWatch, proto.TypeCacheUnwatch}
+		proto.TypeCacheWatch, proto.TypeCacheUnwatch, proto.TypeRouteLookup}
 	for _, typ := range client {
 		if h, ok := clientHandlers[typ]; !ok || h.serve == nil {
 			t.Errorf("no handler for %s", typ)
