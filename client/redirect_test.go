@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"felix/proto"
 )
@@ -127,5 +128,52 @@ func TestRedirectTargetsBounded(t *testing.T) {
 	c.Close()
 	if _, err := live.get(testCtx(t)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("a redirect slot after Close: %v", err)
+	}
+}
+
+// mover is a fake broker that accepts every subscribe and at once ends its event stream
+// with not_leader naming to() at generation 5: the shard "moves" before any record.
+func mover(t *testing.T, to func() string) *fakeBroker {
+	return startFake(t, func(x *exchange, m proto.Message) {
+		s, ok := m.(*proto.Subscribe)
+		if !ok {
+			return
+		}
+		es, err := x.conn.OpenUniStream()
+		if err != nil {
+			return
+		}
+		frames := proto.AppendMessage(nil, &proto.EventStreamHello{SubscriptionID: 1})
+		_, _ = es.Write(frames)
+		x.reply(&proto.Subscribed{SubscriptionID: 1})
+		_, _ = es.Write(proto.AppendMessage(nil, &proto.NotLeader{Stream: s.Stream, Owner: proto.Owner{NodeID: "n", Address: to()}, Generation: 5}))
+		_ = es.Close()
+	})
+}
+
+// A live subscription whose shard keeps moving between two brokers at one generation
+// without delivering a record follows a → b → a, then refuses the repeat as a loop: Next
+// returns the *RedirectError instead of the subscription bouncing forever.
+func TestLiveSubscriptionMoveLoopRefused(t *testing.T) {
+	var a, b *fakeBroker
+	a = mover(t, func() string { return b.ln.Addr().String() })
+	b = mover(t, func() string { return a.ln.Addr().String() })
+	c, err := Dial(testCtx(t), a.ln.Addr().String(), WithInsecureSkipVerify(), WithToken("t"), WithReconnectBackoff(time.Millisecond, 10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sub, err := c.Subscribe(testCtx(t), "s", Latest, SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	_, err = sub.Next(testCtx(t))
+	var re *RedirectError
+	if !errors.As(err, &re) || !re.Loop || !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("a subscription moved back and forth: %v (%T), want a redirect loop", err, err)
+	}
+	if n := a.count(proto.TypeSubscribe) + b.count(proto.TypeSubscribe); n != 3 {
+		t.Fatalf("%d subscribes, want 3 (a, b, a)", n)
 	}
 }
