@@ -208,7 +208,8 @@ const DefaultIdleTimeout = 5 * time.Second
 // smaller of the client's and the broker's, 30 s by default). The SDK sends a keep-alive
 // PING every d/5, so a live but quiet connection (a subscriber or watch that only reads)
 // is never idle, while one whose broker was killed (SIGKILL: no CONNECTION_CLOSE) is given
-// up within d even when no stateless reset reaches the client (QUIC's probe timeout
+// up within about d + d/5 of the kill (the unanswered keep-alive, then d; quic-go counts
+// the idle time from it) even when no stateless reset reaches the client (QUIC's probe timeout
 // backs off exponentially while the broker is down, so its retransmissions may reach the
 // restarted broker only tens of seconds later). Subscriptions and watches then
 // re-subscribe on a new connection. Default DefaultIdleTimeout (5 s); at least 1 s, else
