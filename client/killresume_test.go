@@ -116,3 +116,16 @@ func TestWatchResumesAfterKill(t *testing.T) {
 	}
 	t.Logf("watch resumed %v after the put", time.Since(start))
 }
+
+// The SDK's transport gives a quiet connection a keep-alive every fifth of its idle
+// timeout (5 s by default), and refuses an idle timeout under 1 s.
+func TestIdleTimeoutConfig(t *testing.T) {
+	cfg := defaultConfig(func(string) string { return "" })
+	if q := quicConfig(cfg); q.MaxIdleTimeout != DefaultIdleTimeout || q.KeepAlivePeriod != DefaultIdleTimeout/5 {
+		t.Fatalf("default: idle %v, keep-alive %v", q.MaxIdleTimeout, q.KeepAlivePeriod)
+	}
+	if err := WithIdleTimeout(10 * time.Second)(cfg); err != nil || quicConfig(cfg).KeepAlivePeriod != 2*time.Second {
+		t.Fatalf("WithIdleTimeout(10 s): %v, keep-alive %v", err, quicConfig(cfg).KeepAlivePeriod)
+	}
+	mustErrIs(t, WithIdleTimeout(500*time.Millisecond)(cfg), ErrInvalidArgument)
+}
