@@ -26,9 +26,6 @@ import (
 	"felix/core/groups"
 )
 
-// groupReadBytes bounds one read of a companion log during replay.
-const groupReadBytes = 1 << 20
-
 // GroupRecord is one record handed out by GroupPoll. Payload is a copy owned by the
 // caller.
 type GroupRecord struct {

@@ -85,7 +85,7 @@ func (h *Handler) createTenant(w http.ResponseWriter, r *http.Request) {
 		c.DisplayName = c.TenantID
 	}
 	if res, ok := h.propose(w, &c); ok {
-		created(w, res, meta.Tenant{TenantID: c.TenantID, DisplayName: c.DisplayName})
+		created(w, res, meta.Tenant(c))
 	}
 }
 
@@ -153,7 +153,7 @@ func (h *Handler) createNamespace(w http.ResponseWriter, r *http.Request) {
 		c.DisplayName = c.Namespace
 	}
 	if res, ok := h.propose(w, &c); ok {
-		created(w, res, meta.Namespace{TenantID: c.TenantID, Namespace: c.Namespace, DisplayName: c.DisplayName})
+		created(w, res, meta.Namespace(c))
 	}
 }
 
