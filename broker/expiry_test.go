@@ -102,6 +102,18 @@ func subscribeWithToken(t *testing.T, srv *Server, token, stream string) func() 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	conn, r := dialStream(ctx, t, srv)
+	r.send(&proto.Auth{TenantID: "default", Token: token})
+	if _, ok := r.next().(*proto.OK); !ok {
+		t.Fatal("auth refused")
+	}
+	return subscribeEvents(ctx, t, conn, r, &proto.Subscribe{TenantID: "default", Namespace: "default", Stream: stream})
+}
+
+// dialStream dials srv's client listener within ctx and opens one bi stream (not yet
+// authenticated); the connection is closed when the test ends.
+func dialStream(ctx context.Context, t *testing.T, srv *Server) (*quic.Conn, *rawStream) {
+	t.Helper()
 	conn, err := quic.DialAddr(ctx, srv.QUICAddr().String(), netq.PinnedClientTLS(netq.Fingerprint(srv.cert.Certificate[0])), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -111,17 +123,21 @@ func subscribeWithToken(t *testing.T, srv *Server, token, stream string) func() 
 	if r.st, err = conn.OpenStreamSync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r.send(&proto.Auth{TenantID: "default", Token: token})
-	if _, ok := r.next().(*proto.OK); !ok {
-		t.Fatal("auth refused")
-	}
-	r.send(&proto.Subscribe{TenantID: "default", Namespace: "default", Stream: stream})
+	return conn, r
+}
+
+// subscribeEvents sends sub on r (an authenticated stream of conn), waits for subscribed
+// and the event stream, and returns a reader of its frames (flags, body, error) after its
+// event_stream_hello, each read bounded by 20 s.
+func subscribeEvents(ctx context.Context, t *testing.T, conn *quic.Conn, r *rawStream, sub *proto.Subscribe) func() (uint16, []byte, error) {
+	t.Helper()
+	r.send(sub)
 	ev, err := conn.AcceptUniStream(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := r.next().(*proto.Subscribed); !ok {
-		t.Fatal("subscribe refused")
+	if m, ok := r.next().(*proto.Subscribed); !ok {
+		t.Fatalf("subscribe refused: %#v", m)
 	}
 	_ = ev.SetReadDeadline(time.Now().Add(20 * time.Second))
 	er := netq.NewFrameReader(ev, 1<<20)

@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
 	"felix/core"
-	"felix/netq"
 	"felix/proto"
 )
 
@@ -20,42 +17,14 @@ func movedSubscriber(t *testing.T, srv *Server, stream string, shard uint32, fea
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	conn, err := quic.DialAddr(ctx, srv.QUICAddr().String(), netq.PinnedClientTLS(netq.Fingerprint(srv.cert.Certificate[0])), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.CloseWithError(0, "") })
-	r := &rawStream{t: t}
-	if r.st, err = conn.OpenStreamSync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	conn, r := dialStream(ctx, t, srv)
 	flags := uint16(0x003F)
 	r.send(&proto.Auth{TenantID: "default", ClientFlags: &flags, Features: features})
 	ok, isOK := r.next().(*proto.AuthOK)
 	if !isOK {
 		t.Fatal("auth refused")
 	}
-	r.send(&proto.Subscribe{TenantID: "default", Namespace: "default", Stream: stream, Shard: &shard})
-	ev, err := conn.AcceptUniStream(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, isSub := r.next().(*proto.Subscribed); !isSub {
-		t.Fatalf("subscribe refused: %#v", m)
-	}
-	_ = ev.SetReadDeadline(time.Now().Add(20 * time.Second))
-	er := netq.NewFrameReader(ev, 1<<20)
-	frame := func() (uint16, []byte, error) {
-		h, err := er.ReadHeader()
-		if err != nil {
-			return 0, nil, err
-		}
-		body, err := er.ReadBody(h, nil)
-		return h.Flags, body, err
-	}
-	if _, _, err := frame(); err != nil { // event_stream_hello
-		t.Fatal(err)
-	}
+	frame := subscribeEvents(ctx, t, conn, r, &proto.Subscribe{TenantID: "default", Namespace: "default", Stream: stream, Shard: &shard})
 	return ok, frame
 }
 
