@@ -35,6 +35,7 @@ import (
 	"errors"
 	felixclock "felix/clock"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,6 +122,9 @@ type Config struct {
 	HistoryFrameBytes int
 	// Metrics receives the engine's metrics; nil = a new set (Engine.Metrics).
 	Metrics *metrics.Set
+	// Logger receives the engine's storage log lines (torn tails truncated,
+	// damaged shards, storage failures); nil = slog.Default().
+	Logger *slog.Logger
 	// Clock is the engine's time: record timestamps, TTLs, leases, timers
 	// (felix/clock; nil = clock.Real()). felix-broker passes the test clock
 	// hook's clock here (clock.FromEnv).
@@ -182,6 +186,9 @@ func (c *Config) normalize() error {
 	}
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewSet()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	if c.newDisk == nil {
 		c.newDisk = c.defaultDisk

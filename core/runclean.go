@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/VictoriaMetrics/metrics"
+
 	"felix/seglog"
 )
 
@@ -27,14 +29,31 @@ func (o *openedLogs) first(dir string) bool {
 	return !seen
 }
 
-// warnTornTail logs at WARN the tail an open truncated after an unclean stop
+// recoveryMetrics count what opens repaired (in Config.Metrics):
+//
+//	felix_storage_recovery_truncated_bytes   counter: torn-tail bytes truncated at open
+//	felix_storage_recovery_truncated_records counter: records those bytes held (RecoveryInfo.TornTailRecords)
+type recoveryMetrics struct {
+	bytes, records *metrics.Counter
+}
+
+func newRecoveryMetrics(set *metrics.Set) recoveryMetrics {
+	return recoveryMetrics{bytes: set.GetOrCreateCounter("felix_storage_recovery_truncated_bytes"),
+		records: set.GetOrCreateCounter("felix_storage_recovery_truncated_records")}
+}
+
+// warnTornTail logs at WARN the tail an open of the log in dir truncated
 // (seglog.RecoveryInfo TornTail*, DataAfterGapAt: the first non-zero byte
-// found past a zero gap): never silent (issue 23). No-op when nothing was cut.
-func warnTornTail(dir string, ri seglog.RecoveryInfo) {
+// found past a zero gap) and counts its bytes and records: never silent
+// (issue 23 item 3). No-op when nothing was cut.
+func warnTornTail(log *slog.Logger, m recoveryMetrics, dir string, ri seglog.RecoveryInfo) {
 	if ri.TornTailBytes == 0 {
 		return
 	}
-	slog.Warn("core: log opened after an unclean stop: torn tail truncated", "dir", dir,
+	m.bytes.AddInt64(ri.TornTailBytes)
+	m.records.AddInt64(ri.TornTailRecords)
+	log.Warn("core: log opened after an unclean stop: torn tail truncated", "log", dir,
 		"segment", seglog.SegmentFileName(ri.TornTailSegment), "at_byte", ri.TornTailAt,
-		"bytes_dropped", ri.TornTailBytes, "data_after_gap_at", ri.DataAfterGapAt)
+		"bytes_dropped", ri.TornTailBytes, "records_dropped", ri.TornTailRecords,
+		"data_after_gap_at", ri.DataAfterGapAt)
 }

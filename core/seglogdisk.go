@@ -3,8 +3,11 @@ package core
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"time"
+
+	"github.com/VictoriaMetrics/metrics"
 
 	"felix/proto"
 	"felix/ring"
@@ -32,6 +35,8 @@ type seglogDisk struct {
 	reaps     [4]ring.Completion
 	clean     bool        // Config.PreviousRunClean
 	opened    *openedLogs // Config.opened, shared by every core's disk (runclean.go)
+	log       *slog.Logger
+	recovered recoveryMetrics
 }
 
 // testIOBackend is the test seam of Config.IOBackend: the backend of an
@@ -58,6 +63,13 @@ func newSeglogDisk(cfg *Config, _ int) (coreDisk, error) {
 	if cfg.fs != nil {
 		fs = cfg.fs
 	}
+	set, logger := cfg.Metrics, cfg.Logger
+	if set == nil { // a Config not normalized (tests open a disk alone)
+		set = metrics.NewSet()
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
 	return &seglogDisk{
 		root:      cfg.DataDir,
 		opts:      seglog.Options{FsyncMode: mode, FsyncInterval: cfg.FsyncInterval, SegmentBytes: cfg.SegmentBytes, Clock: cfg.Clock},
@@ -67,6 +79,8 @@ func newSeglogDisk(cfg *Config, _ int) (coreDisk, error) {
 		fs:        fs,
 		clean:     cfg.PreviousRunClean,
 		opened:    cfg.opened,
+		log:       logger,
+		recovered: newRecoveryMetrics(set),
 	}, nil
 }
 
@@ -115,7 +129,7 @@ func (d *seglogDisk) OpenLog(addr LogAddr, own logOptions) (shardLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	warnTornTail(opts.Dir, l.Recovery())
+	warnTornTail(d.log, d.recovered, opts.Dir, l.Recovery())
 	return &seglogLog{log: l, reader: l.Reader(), fs: d.fs}, nil
 }
 

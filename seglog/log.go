@@ -87,6 +87,11 @@ type RecoveryInfo struct {
 	TornTailBytes    int64  // bytes truncated from the newest segment's tail (0 = none)
 	TornTailAt       int64  // byte position of that truncation
 	TornTailSegment  uint64 // the segment id (file name number) truncated
+	// TornTailRecords counts the records the truncated bytes held: headers
+	// passing their checksum, walked from the truncation point (and from
+	// DataAfterGapAt) by their body lengths. A write torn mid-record counts
+	// the record it cut short; bytes with no parsable header count 0.
+	TornTailRecords int64
 	// DataAfterGapAt, when > 0, is the byte position of the first non-zero
 	// byte found past the zero gap that ended the records (CorruptDataAfterEnd
 	// repaired after an unclean stop): the truncated bytes held data.
@@ -383,6 +388,11 @@ func (l *Log) scanNewest(s *segment, size int64) error {
 	}
 	l.recovery.TornTailAt, l.recovery.TornTailSegment = r.end, s.id
 	l.recovery.TornTailBytes = size - r.end
+	sc := newScanner(s.rf, size, s.version, nil)
+	l.recovery.TornTailRecords = sc.headersFrom(r.end)
+	if after != nil {
+		l.recovery.TornTailRecords += sc.headersFrom(after.NonZeroAt)
+	}
 	return nil
 }
 

@@ -236,3 +236,24 @@ func (s *scanner) dataAfterGap(r *scanResult) (*CorruptionError, error) {
 	return &CorruptionError{Kind: CorruptDataAfterEnd, Position: r.end, NonZeroAt: nz,
 		Detail: "zero gap from byte " + utoa(uint64(r.gap)) + " followed by data: not a clean end of the log"}, nil
 }
+
+// headersFrom counts the record headers that pass their checksum walking
+// forward from pos, each header's body length giving the next position,
+// until a header fails, is zero or EOF: the records a truncation at pos
+// drops (RecoveryInfo.TornTailRecords). A read error ends the count.
+func (s *scanner) headersFrom(pos int64) int64 {
+	var n int64
+	for pos >= 0 && pos < s.size {
+		hb, err := s.at(pos, s.hl)
+		if err != nil || len(hb) < s.hl {
+			return n
+		}
+		h, st, _ := parseRecordHeader(hb, s.version)
+		if st != headerOK {
+			return n
+		}
+		n++
+		pos += int64(s.hl) + int64(h.bodyLen)
+	}
+	return n
+}
