@@ -152,30 +152,14 @@ func (s *session) answerForwardedCounter(t, ns, c, key string, id *uint64, value
 }
 
 // redirectSubscribe answers a subscribe to a shard another broker leads with not_leader
-// (seed, "Subscribe": redirected, never proxied) and reports true; false when the shard is
-// served here. A client that listed the redirects feature gets the not_leader message
-// (client-protocol §8.9: owner node id and client address, generation); any other client
-// gets error{code: not_leader} whose message names the owner's node id, client address and
-// generation (it cannot decode the message type).
+// (redirectShard, no request_id) and reports true; false when the shard is served here.
 func (f *forwarding) redirectSubscribe(s *session, m *proto.Subscribe) bool {
 	shard := 0
 	if m.Shard != nil {
 		shard = int(*m.Shard)
 	}
 	name := core.StreamName{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}
-	a, ok := f.remote(core.ShardRef{Kind: core.ShardStream, Name: name, Shard: shard})
-	if !ok {
-		return false
-	}
-	d := cforward.Ingress(cforward.OpSubscribe, cforward.Entry{Assigned: true, Leader: f.node(a.Leader), Generation: a.Generation}, f.self)
-	f.m.redirects.Inc()
-	if s.fwd.redirects {
-		s.send(&proto.NotLeader{TenantID: m.TenantID, Namespace: m.Namespace, Stream: m.Stream, Shard: uint32(shard),
-			Owner: proto.Owner{NodeID: d.Node.ID, Address: d.Node.Addr}, Generation: d.Generation})
-		return true
-	}
-	s.sendError(proto.CodeNotLeader, notLeaderText(name, shard, d), nil)
-	return true
+	return f.redirectShard(s, core.ShardRef{Kind: core.ShardStream, Name: name, Shard: shard}, nil)
 }
 
 // notLeaderText is the message of the not_leader error: "shard 2 of

@@ -26,7 +26,7 @@ func (s *session) maxGroupWait() time.Duration {
 // handleGroupPoll leases up to max_records records to the connection's consumer, parked
 // up to max_wait_ms (maxGroupWait) when none is ready, and answers group_records.
 func (s *session) handleGroupPoll(m *proto.GroupPoll) {
-	if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
+	if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) || s.groupRedirected(m.TenantID, m.Namespace, m.Stream, m.Shard, m.RequestID) {
 		return
 	}
 	id := m.RequestID
@@ -52,7 +52,7 @@ func (s *session) handleGroupPoll(m *proto.GroupPoll) {
 
 // handleGroupAck acks leased offsets of the connection's consumer (§8.3).
 func (s *session) handleGroupAck(m *proto.GroupAck) {
-	if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
+	if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) || s.groupRedirected(m.TenantID, m.Namespace, m.Stream, m.Shard, m.RequestID) {
 		return
 	}
 	req := core.GroupAckRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
@@ -63,7 +63,7 @@ func (s *session) handleGroupAck(m *proto.GroupAck) {
 
 // handleGroupNack gives leased offsets back, redelivered after redeliver_after_ms (§8.3).
 func (s *session) handleGroupNack(m *proto.GroupNack) {
-	if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
+	if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) || s.groupRedirected(m.TenantID, m.Namespace, m.Stream, m.Shard, m.RequestID) {
 		return
 	}
 	delay := int64(-1)
@@ -78,7 +78,7 @@ func (s *session) handleGroupNack(m *proto.GroupNack) {
 
 // handleDeadLettersList pages the group's dead letters from from_offset (§8.3).
 func (s *session) handleDeadLettersList(m *proto.DeadLettersList) {
-	if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
+	if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) || s.groupRedirected(m.TenantID, m.Namespace, m.Stream, m.Shard, m.RequestID) {
 		return
 	}
 	req := core.DeadLettersRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
@@ -105,7 +105,7 @@ func (s *session) handleDeadLettersList(m *proto.DeadLettersList) {
 
 // handleDeadLettersRedrive puts dead letters back for delivery and answers group_ok with the count (§8.3).
 func (s *session) handleDeadLettersRedrive(m *proto.DeadLettersRedrive) {
-	if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) {
+	if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) || s.groupRedirected(m.TenantID, m.Namespace, m.Stream, m.Shard, m.RequestID) {
 		return
 	}
 	req := core.RedriveRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),

@@ -15,7 +15,9 @@ import (
 // entry's generation; a shard with no entry or no leader known gets an empty owner (the
 // client publishes through this broker, which forwards). On a single node every shard is
 // led by this broker: owner {FELIX_NODE_ID, ""} at generation 0, "" meaning the broker
-// the lookup was sent to. The answer is route {request_id, shards} in shard order.
+// the lookup was sent to. The answer is route {request_id, shards, routing} in shard
+// order; routing is the stream's ("modulo" or "jump_hash"), so a client can hash a
+// routing key to its shard itself (len(shards) is the shard count).
 func (s *session) handleRouteLookup(m *proto.RouteLookup) {
 	id := m.RequestID
 	if err := s.principal.Allow(auth.ActionStreamPublish, m.TenantID, m.Namespace, m.Stream); err != nil {
@@ -35,7 +37,7 @@ func (s *session) handleRouteLookup(m *proto.RouteLookup) {
 	for i := range routes {
 		routes[i] = s.h.s.shardRoute(core.ShardRef{Kind: core.ShardStream, Name: name, Shard: i})
 	}
-	s.send(&proto.Route{RequestID: id, Shards: routes})
+	s.send(&proto.Route{RequestID: id, Shards: routes, Routing: st.Routing})
 }
 
 // shardRoute is ref's route_lookup entry (handleRouteLookup).

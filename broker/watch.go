@@ -46,6 +46,9 @@ func (s *session) handleCacheWatch(m *proto.CacheWatch) {
 		s.sendError(proto.CodeUnauthorized, auth.WireText(err), &id)
 		return
 	}
+	if s.watchRedirected(m) { // led by another broker: not_leader (route_redirect.go)
+		return
+	}
 	if s.h.subs.Add(1) > int64(s.h.s.cfg.MaxSubscriptionsPerConn) {
 		s.h.subs.Add(-1)
 		s.sendError(proto.CodeOverloaded, "too many subscriptions and watches on this connection", &id)

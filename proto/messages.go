@@ -490,8 +490,12 @@ type ShardRoute struct {
 	Generation uint64 `json:"generation"`
 }
 
-// Route answers route_lookup (§8.9).
+// Route answers route_lookup (§8.9; docs/client-protocol.md D17). The stream's shard
+// count is len(Shards). Routing ("modulo" or "jump_hash", how a routing key picks a shard,
+// D15) is optional and additive: a broker that predates it omits it (""), and a client then
+// cannot hash a key itself and publishes through the broker it dialled.
 type Route struct {
 	RequestID uint64       `json:"request_id"`
 	Shards    []ShardRoute `json:"shards"`
+	Routing   string       `json:"routing,omitempty"`
 }

@@ -55,6 +55,7 @@ func sampleMessages() []Message {
 		&NotLeader{RequestID: Ptr[uint64](5), TenantID: "t1", Namespace: "default", Stream: "o", Shard: 2, Owner: Owner{NodeID: "b2", Address: "127.0.0.1:5000"}, Generation: 7},
 		&RouteLookup{TenantID: "t1", Namespace: "default", Stream: "o", RequestID: 6},
 		&Route{RequestID: 6, Shards: []ShardRoute{{Shard: 0, Owner: Owner{NodeID: "b1", Address: "127.0.0.1:5000"}, Generation: 7}}},
+		&Route{RequestID: 7, Shards: []ShardRoute{{Shard: 0, Owner: Owner{NodeID: "b1", Address: "127.0.0.1:5000"}, Generation: 7}}, Routing: "jump_hash"},
 	}
 }
 
@@ -111,6 +112,7 @@ func TestSpecExtensionExamples(t *testing.T) {
 		`{"type":"not_leader","request_id":5,"tenant_id":"t1","namespace":"default","stream":"orders","shard":2,"owner":{"node_id":"broker-2.felix.svc","address":"10.0.0.12:5000"},"generation":7}`,
 		`{"type":"route_lookup","tenant_id":"t1","namespace":"default","stream":"orders","request_id":6}`,
 		`{"type":"route","request_id":6,"shards":[{"shard":0,"owner":{"node_id":"a","address":"b"},"generation":7}]}`,
+		`{"type":"route","request_id":6,"shards":[{"shard":0,"owner":{"node_id":"a","address":"b"},"generation":7}],"routing":"jump_hash"}`,
 		`{"type":"subscribe","tenant_id":"t1","namespace":"default","stream":"demo","start":"earliest","shard":1,"with_publisher":true}`,
 		`{"type":"subscribe","tenant_id":"t1","namespace":"default","stream":"demo","start":{"offset":7}}`,
 		`{"type":"event_batch","tenant_id":"t1","namespace":"default","stream":"s","payloads":[],"base_offset":4,"skipped_before":1}`,

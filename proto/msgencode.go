@@ -549,5 +549,6 @@ func (m *Route) AppendJSON(dst []byte) []byte {
 		w.b = append(w.b, '}')
 	}
 	w.b = append(w.b, ']')
+	w.optStr("routing", m.Routing)
 	return w.end()
 }
