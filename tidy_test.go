@@ -22,7 +22,7 @@ import (
 
 // purePackages are the directories whose non-test code must stay
 // deterministic: no clocks, no I/O, no global randomness.
-var purePackages = []string{"proto", "core/cache", "core/groups", "cluster/sim", "cluster/meta", "cluster/replica", "cluster/forward"}
+var purePackages = []string{"proto", "core/cache", "core/groups", "cluster/sim", "cluster/meta", "cluster/replica", "cluster/forward", "cluster/placement"}
 
 // forbiddenImports may not be imported by a pure package.
 var forbiddenImports = map[string]string{
