@@ -58,7 +58,11 @@ type CorruptionError struct {
 	Needed    int64 // CorruptTruncated: bytes the structure needs from Position
 	Available int64 // CorruptTruncated: bytes present from Position
 	NonZeroAt int64 // CorruptDataAfterEnd: byte position of the first non-zero byte past the gap
-	Detail    string
+	// Offset is the record offset expected at Position (reads and
+	// Reader.VerifySealed set it: the first offset the damage makes
+	// unreadable); 0 elsewhere.
+	Offset uint64
+	Detail string
 }
 
 // Error formats "seglog: <Kind> in <dir> segment <id> at byte <pos>: <detail>".
