@@ -1,0 +1,77 @@
+package controlplane
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// binary is the felix-controlplane built once by TestMain.
+var binary string
+
+// TestMain builds ./cmd/felix-controlplane once into a temp dir for every test.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "felix-cp-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "felix-controlplane")
+	if out, err := exec.Command("go", "build", "-o", binary, "felix/cmd/felix-controlplane").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build felix/cmd/felix-controlplane: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// The knobs of the tests, each an environment variable.
+const (
+	envKills   = "FELIX_CP_KILLS"   // leader kills of TestLeaderKillLoop (10)
+	envSeed    = "FELIX_CP_SEED"    // the workload's seed (random, printed)
+	envWrites  = "FELIX_CP_WRITES"  // sequential writes of TestApplyLatency (500)
+	envClients = "FELIX_CP_CLIENTS" // concurrent workload clients (4)
+	envKeep    = "FELIX_CP_KEEP"    // a directory that receives the history and the logs even on success
+)
+
+// envInt reads a positive integer knob, def when unset; a bad value fails the test.
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// seed gives the run's seed (FELIX_CP_SEED or random) and logs it, and again when t fails.
+func seed(t *testing.T) uint64 {
+	t.Helper()
+	s := rand.Uint64()
+	if v := os.Getenv(envSeed); v != "" {
+		var err error
+		if s, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("%s=%q: %v", envSeed, v, err)
+		}
+	}
+	t.Logf("seed %d (replay with %s=%d)", s, envSeed, s)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("FAILED with seed %d (replay with %s=%d)", s, envSeed, s)
+		}
+	})
+	return s
+}
+
+// deadline bounds one wait of a test: d from now.
+func deadline(d time.Duration) time.Time { return time.Now().Add(d) }
