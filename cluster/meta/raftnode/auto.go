@@ -8,13 +8,20 @@ import (
 	"felix/cluster/meta"
 )
 
-// ReportLevel proposes a member's metadata level as this build's
-// (meta.BuildMaxLevel), as a member_level_report under id, its Raft server
-// id. Only the leader can (raft.ErrNotLeader otherwise); a member reporting
-// its own level through the leader comes with the REST layer, and until then
-// the leader reports for the members it started with.
+// ReportLevel proposes, on the leader, a member_level_report of this
+// member's level (Level: the build's meta.BuildMaxLevel unless Config.Level
+// says otherwise) under id, a Raft server id: a member reports its own
+// level (id = n.ID) through REST (POST /v1/members/levels) at start; tests
+// report for others. raft.ErrNotLeader on a follower.
 func (n *Node) ReportLevel(id raft.ServerID, timeout time.Duration) (meta.Result, error) {
-	return n.Propose(&meta.MemberLevelReport{MemberID: string(id), Level: meta.BuildMaxLevel}, timeout)
+	return n.ReportMemberLevel(id, n.level, timeout)
+}
+
+// ReportMemberLevel proposes a member_level_report of level under id (the
+// REST report of a member, which may run another build). raft.ErrNotLeader
+// on a follower; Propose's errors.
+func (n *Node) ReportMemberLevel(id raft.ServerID, level meta.Level, timeout time.Duration) (meta.Result, error) {
+	return n.Propose(&meta.MemberLevelReport{MemberID: string(id), Level: level}, timeout)
 }
 
 // AutoFinalize runs one step of the new-cluster rule on the leader (seed,

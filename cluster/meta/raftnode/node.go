@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -13,6 +14,7 @@ import (
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
 
+	"felix/clock"
 	"felix/cluster/meta"
 )
 
@@ -35,15 +37,27 @@ type Config struct {
 	Logger hclog.Logger
 	// Tune adjusts the raft.Config (timeouts in tests) before start.
 	Tune func(*raft.Config)
+	// Level is the metadata level this member reports (0 = this build's
+	// meta.BuildMaxLevel; tests set a lower one to play an older build).
+	Level meta.Level
+	// Clock times the hold transport's rechecks (nil = clock.Real()).
+	Clock clock.Clock
+	// HoldRecheck is how often a held member is looked at again
+	// (0 = DefaultHoldRecheck).
+	HoldRecheck time.Duration
 }
 
-// Node is one running member: its server id, Raft, FSM and log store.
+// Node is one running member: its server id, Raft, FSM, log store and the
+// hold transport its Raft sends through.
 type Node struct {
 	ID      raft.ServerID
 	Raft    *raft.Raft
 	FSM     *FSM
+	Hold    *HoldTransport
+	level   meta.Level
 	wal     *wal.WAL
 	metaDB  *metadb.BoltMetaDB
+	mu      sync.Mutex // guards Raft while Start sets it (standing may run first)
 	stopped chan struct{}
 	done    chan struct{} // closed by Close: ends watchFatal
 	watched chan struct{} // closed when watchFatal returns
@@ -81,23 +95,31 @@ func Start(cfg Config) (*Node, error) {
 		cfg.Tune(rc)
 	}
 	fsm := NewFSM(cfg.Meta, log.Named("fsm"))
+	hold := NewHoldTransport(cfg.Transport, cfg.Clock, cfg.HoldRecheck, log.Named("hold"))
 	if len(cfg.Bootstrap) > 0 {
 		has, err := raft.HasExistingState(store, store, snaps)
 		if err == nil && !has {
-			err = raft.BootstrapCluster(rc, store, store, snaps, cfg.Transport, raft.Configuration{Servers: cfg.Bootstrap})
+			err = raft.BootstrapCluster(rc, store, store, snaps, hold, raft.Configuration{Servers: cfg.Bootstrap})
 		}
 		if err != nil {
 			closeStores()
 			return nil, fmt.Errorf("raftnode: bootstrap: %w", err)
 		}
 	}
-	r, err := raft.NewRaft(rc, fsm, store, store, snaps, cfg.Transport)
+	n := &Node{ID: cfg.ID, FSM: fsm, Hold: hold, level: cfg.Level, wal: store, metaDB: mdb, stopped: make(chan struct{}),
+		done: make(chan struct{}), watched: make(chan struct{})}
+	if n.level == 0 {
+		n.level = meta.BuildMaxLevel
+	}
+	hold.SetStanding(n.standing)
+	r, err := raft.NewRaft(rc, fsm, store, store, snaps, hold)
 	if err != nil {
 		closeStores()
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)
 	}
-	n := &Node{ID: cfg.ID, Raft: r, FSM: fsm, wal: store, metaDB: mdb, stopped: make(chan struct{}), done: make(chan struct{}),
-		watched: make(chan struct{})}
+	n.mu.Lock()
+	n.Raft = r
+	n.mu.Unlock()
 	go n.watchFatal()
 	return n, nil
 }
@@ -108,6 +130,7 @@ func (n *Node) watchFatal() {
 	defer close(n.watched)
 	select {
 	case <-n.FSM.Fatal():
+		n.Hold.Stop()
 		_ = n.Raft.Shutdown().Error()
 		close(n.stopped)
 	case <-n.done:
@@ -178,6 +201,7 @@ func (n *Node) Close() error {
 	}
 	close(n.done)
 	<-n.watched
+	n.Hold.Stop()
 	err := n.Raft.Shutdown().Error()
 	return errors.Join(err, n.wal.Close(), n.metaDB.Close())
 }
