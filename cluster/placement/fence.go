@@ -119,6 +119,7 @@ type FenceRound struct {
 	gating  []proto.ReplicaLog
 	answers map[string]map[proto.ReplicaLog]Position
 	lost    string
+	opened  bool
 }
 
 // NewFenceRound starts a round. Errors: *InputError when Self is not in the replica set,

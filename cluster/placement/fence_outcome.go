@@ -6,7 +6,11 @@ import (
 	"felix/proto"
 )
 
-// Outcome returns the round's outcome (docs/failover.md, "Fence rounds").
+// Outcome returns the round's outcome (docs/failover.md, "Fence rounds"). With
+// majority_ack, once a majority answered and none was ahead the round stays open: every
+// acknowledged record is on a member of that majority, so a later answer ahead holds only
+// records no majority acknowledged (which the divergence rule truncates). A FencedEpoch
+// loses the round even then.
 func (r *FenceRound) Outcome() FenceOutcome {
 	o := FenceOutcome{Majority: len(r.cfg.ReplicaSet)/2 + 1, Answered: 1}
 	for _, m := range r.cfg.ReplicaSet {
@@ -16,6 +20,10 @@ func (r *FenceRound) Outcome() FenceOutcome {
 	}
 	if r.lost != "" {
 		o.State, o.Reason = FenceLost, fmt.Sprintf("%s accepted a newer generation", r.lost)
+		return o
+	}
+	if r.opened {
+		o.State, o.Reason = FenceOpen, "opened at a majority; later answers do not change it"
 		return o
 	}
 	if !r.cfg.without.aheadRefusal {
@@ -32,6 +40,7 @@ func (r *FenceRound) Outcome() FenceOutcome {
 		o.State, o.Reason = FenceOpen, "opens without a fence majority"
 	case o.Answered >= o.Majority:
 		o.State, o.Reason = FenceOpen, "a majority answered at the generation, none ahead"
+		r.opened = true
 	default:
 		o.State, o.Reason = FencePending, fmt.Sprintf("%d of %d answered", o.Answered, o.Majority)
 	}
