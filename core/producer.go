@@ -49,6 +49,9 @@ type producerWindow struct {
 	entries map[producerKey]*producerEntry
 	order   fifo[*producerEntry]
 	max     int
+	// gate holds key records back until the producer log's quorum mark passes them
+	// (a replicated Quorum shard: producer_gate.go).
+	gate keyGate
 }
 
 func newProducerWindow(size int) *producerWindow {
@@ -142,7 +145,7 @@ func (s *streamShard) logProducer(e *producerEntry) {
 }
 
 // producerLogged is the producers log's append callback.
-func (s *streamShard) producerLogged(_, _ uint64, err error) {
+func (s *streamShard) producerLogged(first, _ uint64, err error) {
 	if s.producerPending.len() == 0 {
 		return
 	}
@@ -154,8 +157,7 @@ func (s *streamShard) producerLogged(_, _ uint64, err error) {
 		s.end()
 		return
 	}
-	e.logged = true
-	s.producers.settle(s, e)
+	s.keyLogged(e, first) // logged now, or once replicated to a majority (producer_gate.go)
 	s.compactProducers()
 	s.end()
 }
@@ -316,6 +318,12 @@ func (s *streamShard) recoverProducers() error {
 	if !rec.unbacked {
 		return nil
 	}
+	return s.fenceKeys()
+}
+
+// fenceKeys appends a fence record at the record log's end to the producers log: the
+// key records before it that name offsets from there on are stale (see recover).
+func (s *streamShard) fenceKeys() error {
 	next := s.records.NextOffset()
 	fence := appendProducerRecord(nil, producerKey{}, next, next)
 	return s.producerLog.Append([][]byte{fence}, s.c.clock.WallMicros(), s.fenceLogged)

@@ -81,6 +81,7 @@ func (e *Engine) attachReplicaSet(stream StreamName, shard int) error {
 			return ErrNotFound
 		}
 		s.hasReplicaSet = true
+		s.gateKeys(true)               // producer_gate.go: key records wait for their quorum mark too
 		return s.keepReleaseMark(true) // a reopened shard holds what it has not seen quorum-marked
 	})
 }
@@ -171,6 +172,7 @@ func (s *streamShard) releaseBatch(e inflightPublish) {
 // dropUnreleased fails the committed batches still waiting for the mark
 // (the shard closes): their publishers learn err, never a success.
 func (s *streamShard) dropUnreleased(err error) {
+	s.dropHeldKeys(err)
 	for s.unreleased.len() > 0 {
 		e := s.unreleased.pop()
 		if e.producer != nil {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"felix/proto"
 )
 
 // quorumHarness is a harness with the Quorum stream testStream whose shard 0
@@ -96,7 +98,8 @@ func TestQuorumReleaseGatesAckDeliveryAndReads(t *testing.T) {
 
 // TestQuorumDuplicateWaitsForRelease: a re-send of an idempotent publish that
 // is committed but unreleased is not answered as a duplicate before the
-// original is released.
+// original is released: its records by Release, its key record by the
+// producer log's quorum mark (ReleaseReplica; producer_gate.go).
 func TestQuorumDuplicateWaitsForRelease(t *testing.T) {
 	h := quorumHarness(t)
 	first := h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("x", 1), ProducerID: "p", Sequence: 7})
@@ -107,6 +110,20 @@ func TestQuorumDuplicateWaitsForRelease(t *testing.T) {
 		t.Fatalf("answered before release: %+v %+v", first, again)
 	}
 	if err := h.e.Release(testStream, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	h.step(3)
+	if first.calls != 0 || again.calls != 0 {
+		t.Fatalf("answered before the key record's release: %+v %+v", first, again)
+	}
+	keys := LogAddr{Kind: ShardStream, Name: testStream, Log: proto.LogProducers}
+	if st, err := h.e.ReplicaState(keys); err != nil || st.Committed != 1 || st.Released != 0 {
+		t.Fatalf("producer log before its release: %+v, %v", st, err)
+	}
+	if err := h.e.ReleaseReplica(keys, 2); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("release past the committed key records: %v", err)
+	}
+	if err := h.e.ReleaseReplica(keys, 1); err != nil {
 		t.Fatal(err)
 	}
 	if first.calls != 1 || first.err != nil || again.calls != 1 || !again.res.Duplicate || again.res.FirstOffset != 0 {

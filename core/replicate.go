@@ -6,9 +6,9 @@ package core
 // these calls only carry them out on the owning core (apply at an offset, truncate a
 // suffix, reset, extend the generation history) and read the log's state and raw records.
 //
-// Only the stream records log (proto.LogStream) of a durable stream shard is wired so
-// far: every call refuses another log with ErrInvalid (replicaLog is where the producers,
-// group-cursor, dead-letter, cache and counter logs slot in).
+// Every call takes any of the six logs of a durable shard (replicate_target.go resolves
+// the LogAddr to the log and its owner): a stream shard's records, producer keys, group
+// cursors and dead letters, a cache shard's cache and counters.
 
 import (
 	"errors"
@@ -39,29 +39,20 @@ type ReplicaState struct {
 	Replicated bool
 }
 
-// replicaShard resolves addr to its open durable stream shard (not on its core: the
-// pointer only; callers check the placement on the core). Errors: ErrInvalid (an address
-// that is not a stream shard's records log: the other logs are not replicated yet, or an
-// in-memory stream), ErrNotFound (no such stream or shard), ErrNotHere (not open here).
-func (e *Engine) replicaShard(addr LogAddr) (*streamShard, error) {
-	if err := addr.Validate(); err != nil {
-		return nil, err
+// onReplicaLog resolves addr and runs fn on its core with the log's placement, the log
+// and its owner. Errors: replicaLogOf's, usable's, fn's, ErrOverloaded, ErrClosed.
+func (e *Engine) onReplicaLog(addr LogAddr, fn func(r replicaLog, p *placement, l shardLog, o *logOwner) error) error {
+	r, err := e.replicaLogOf(addr)
+	if err != nil {
+		return err
 	}
-	if addr.Kind != ShardStream || addr.Log != proto.LogStream {
-		return nil, fmt.Errorf("%w: replication of %v: only a stream shard's records log is replicated", ErrInvalid, addr)
-	}
-	meta := e.lookup(addr.Name)
-	if meta == nil || addr.Shard >= len(meta.shards) {
-		return nil, fmt.Errorf("%w: %v", ErrNotFound, addr)
-	}
-	if !meta.spec.Durable {
-		return nil, fmt.Errorf("%w: replication of %v: an in-memory stream is not replicated", ErrInvalid, addr)
-	}
-	s := meta.shards[addr.Shard]
-	if s == nil {
-		return nil, notHere(addr.Ref(), 0)
-	}
-	return s, nil
+	return e.runOn(r.c, func(*core) error {
+		p, l, o, err := r.usable()
+		if err != nil {
+			return err
+		}
+		return fn(r, p, l, o)
+	})
 }
 
 // replicaPlacement checks on s's core that s is open and usable, and returns its
@@ -77,14 +68,10 @@ func (c *core) replicaPlacement(s *streamShard) (*placement, error) {
 	return p, nil
 }
 
-// followerAt checks on s's core that s is open here as a follower at generation.
-// Errors: ErrNotHere (not open, or not a follower here), ErrStaleGeneration-wrapped
-// (open at another generation), the shard's sticky failure.
-func (c *core) followerAt(s *streamShard, generation uint64) error {
-	p, err := c.replicaPlacement(s)
-	if err != nil {
-		return err
-	}
+// followerAt checks that the shard of p is open here as a follower at generation.
+// Errors: ErrNotHere (not a follower here), ErrStaleGeneration-wrapped (open at another
+// generation).
+func followerAt(p *placement, generation uint64) error {
 	if p.role != RoleFollower {
 		return notHere(p.ref, p.role)
 	}
@@ -95,23 +82,12 @@ func (c *core) followerAt(s *streamShard, generation uint64) error {
 }
 
 // ReplicaState returns addr's log state and its shard's role and generation here, read
-// on the owning core. Errors: replicaShard's, the shard's failure, ErrOverloaded,
-// ErrClosed.
+// on the owning core, for any of the six logs (replicate_target.go). Errors:
+// replicaLogOf's, the shard's failure, ErrOverloaded, ErrClosed.
 func (e *Engine) ReplicaState(addr LogAddr) (ReplicaState, error) {
-	s, err := e.replicaShard(addr)
-	if err != nil {
-		return ReplicaState{}, err
-	}
 	var st ReplicaState
-	err = e.runOn(s.c, func(c *core) error {
-		p, err := c.replicaPlacement(s)
-		if err != nil {
-			return err
-		}
-		l := s.records
-		st = ReplicaState{Role: p.role, Generation: p.generation, Earliest: l.EarliestOffset(), Tail: l.NextOffset(),
-			Committed: s.committed, Durable: l.DurableOffset(), Released: s.released, Epochs: l.Epochs(),
-			Replicated: s.hasReplicaSet}
+	err := e.onReplicaLog(addr, func(r replicaLog, p *placement, l shardLog, _ *logOwner) error {
+		st = r.state(p, l)
 		return nil
 	})
 	return st, err
@@ -120,64 +96,78 @@ func (e *Engine) ReplicaState(addr LogAddr) (ReplicaState, error) {
 // ReadReplica calls fn for every stored record of addr's log at offsets >= from and
 // below its committed offset, as the log holds it (offset, kind, timestamp, publisher,
 // payload: seglog.Log.ReadRaw), up to about maxBytes of payload (at least one record
-// when one exists), until fn returns false. Goroutine-safe (it does not go through the
-// core): the leader's shipper reads what it ships with it (committed records, never a
-// client's buffer) and a follower's overlap comparison its stored bytes. *r and its
-// slices are valid only during fn. Errors: replicaShard's; from below the log's earliest
-// offset (wrapping seglog.ErrTrimmed); a closed log's or a storage failure.
+// when one exists), until fn returns false. Goroutine-safe: the read itself does not go
+// through the core (a stream shard's records and producer-key logs are resolved without
+// it, the group and cache logs through one inbox round): the leader's shipper reads
+// what it ships with it (committed records, never a client's buffer) and a follower's
+// overlap comparison its stored bytes. *r and its slices are valid only during fn.
+// Errors: replicaLogOf's; from below the log's earliest offset (wrapping
+// seglog.ErrTrimmed); a closed log's or a storage failure.
 func (e *Engine) ReadReplica(addr LogAddr, from uint64, maxBytes int, fn func(r *seglog.Record) bool) error {
-	s, err := e.replicaShard(addr)
+	r, err := e.replicaLogOf(addr)
 	if err != nil {
 		return err
 	}
-	return s.records.ReadRaw(from, maxBytes, fn)
+	var l shardLog
+	switch {
+	case r.stream != nil && addr.Log == proto.LogStream:
+		l = r.stream.records
+	case r.stream != nil && addr.Log == proto.LogProducers:
+		l = r.stream.producerLog
+	default:
+		err = e.runOn(r.c, func(*core) error {
+			_, l, _, err = r.usable()
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return l.ReadRaw(from, maxBytes, fn)
 }
 
 // ApplyReplicated stores recs verbatim (kind, timestamp, publisher, payload) at offsets
-// first, first+1, ... of addr's log on the owning core — replication's apply-at-offset
-// append, seeds/internal-protocol.txt "Replication" — for a shard open here as
-// RoleFollower at generation only. Once the append completed, done runs on the core with
-// the log's durable_offset as soon as an fdatasync covers the batch, whatever the fsync
-// mode (issue 18: "replicated batches are group-committed with fdatasync"): at once
-// under on_commit, else through seglog.Log.SyncNow, one fdatasync for every batch written
-// before it: a follower acknowledges only what it has fsynced. done must not block. The
-// shard's committed and release marks follow the log (a follower serves no client; a
-// promoted follower serves what it holds, as a reopened shard does), and batches it still
-// held from leading fail with ErrMoved. recs is not retained.
+// first, first+1, ... of addr's log (any of the six) on the owning core — replication's
+// apply-at-offset append, seeds/internal-protocol.txt "Replication" — for a shard open
+// here as RoleFollower at generation only. Once the append completed, done runs on the
+// core with the log's durable_offset as soon as an fdatasync covers the batch, whatever
+// the fsync mode (issue 18: "replicated batches are group-committed with fdatasync"): at
+// once under on_commit, else through seglog.Log.SyncNow, one fdatasync for every batch
+// written before it: a follower acknowledges only what it has fsynced. done must not
+// block. The records log's committed and release marks follow it (a follower serves no
+// client; a promoted follower serves what it holds, as a reopened shard does), and
+// batches it still held from leading fail with ErrMoved; the other logs' state is
+// rebuilt from them at promotion (replicate_promote.go). recs is not retained.
 //
-// Errors (nothing stored, done not called): followerAt's, replicaShard's, an error
+// Errors (nothing stored, done not called): followerAt's, replicaLogOf's, an error
 // wrapping seglog.ErrNotTail (*seglog.NotTailError: first is not the log's tail or the
 // offsets are not consecutive), seglog's refusals (ErrEmptyBatch, ErrBadOptions,
 // ErrRecordTooLarge), ErrOverloaded, ErrClosed. A failed append (done's err, wrapping
-// ErrStorageFailed) fails the shard.
+// ErrStorageFailed) fails the shard (the group state, for the group logs).
 func (e *Engine) ApplyReplicated(addr LogAddr, generation, first uint64, recs []seglog.Record, done func(durable uint64, err error)) error {
-	s, err := e.replicaShard(addr)
-	if err != nil {
-		return err
-	}
-	return e.runOn(s.c, func(c *core) error {
-		if err := c.followerAt(s, generation); err != nil {
+	return e.onReplicaLog(addr, func(r replicaLog, p *placement, l shardLog, o *logOwner) error {
+		if err := followerAt(p, generation); err != nil {
 			return err
 		}
-		if err := s.records.AppendAt(first, recs, func(_, last uint64, err error) { s.replicated(last, err, done) }); err != nil {
+		if err := l.AppendAt(first, recs, func(_, last uint64, err error) { r.replicated(l, o, last, err, done) }); err != nil {
 			return err
 		}
-		s.begin()
+		o.begin()
 		return nil
 	})
 }
 
 // replicated completes one ApplyReplicated append on the core.
-func (s *streamShard) replicated(last uint64, err error, done func(uint64, error)) {
-	defer s.end()
+func (r replicaLog) replicated(l shardLog, o *logOwner, last uint64, err error, done func(uint64, error)) {
+	defer o.end()
 	if err != nil {
 		err = storageError("replicate", err)
-		s.fail(err)
+		o.fail(err)
 		done(0, err)
 		return
 	}
-	s.followLog()
-	if sn, ok := s.records.(syncNowLog); ok {
+	r.followed()
+	if sn, ok := l.(syncNowLog); ok {
 		// Whatever the fsync mode: one fdatasync on demand, shared by every batch
 		// written before it (seglog.Log.SyncNow).
 		if err := sn.SyncNow(func(durable uint64, err error) { done(durable, storageError("replicate fdatasync", err)) }); err != nil {
@@ -185,7 +175,7 @@ func (s *streamShard) replicated(last uint64, err error, done func(uint64, error
 		}
 		return
 	}
-	s.OnDurable(last+1, func() { done(s.records.DurableOffset(), nil) })
+	r.whenDurable(l, o, true, last+1, func() { done(l.DurableOffset(), nil) })
 }
 
 // syncNowLog is a shardLog that fdatasyncs on demand (the seglog disk's logs).
@@ -211,11 +201,11 @@ func (s *streamShard) followLog() {
 // TruncateReplica drops every record of addr's log at or above off, and the generation
 // history entries starting there (the divergence rule's repair: a suffix a dead leader
 // left behind), on the owning core, for a follower at generation. The log must be idle.
-// Errors: followerAt's, replicaShard's, seglog.ErrBusy (an append in flight), an error
+// Errors: followerAt's, replicaLogOf's, seglog.ErrBusy (an append in flight), an error
 // below the earliest offset, a storage failure (which fails the shard), ErrOverloaded,
 // ErrClosed.
 func (e *Engine) TruncateReplica(addr LogAddr, generation, off uint64) error {
-	return e.onFollowerLog(addr, generation, "truncate", func(s *streamShard) error { return s.records.TruncateSuffix(off) })
+	return e.onFollowerLog(addr, generation, "truncate", func(l shardLog) error { return l.TruncateSuffix(off) })
 }
 
 // ResetReplica discards the whole of addr's log, generation history included, and
@@ -224,7 +214,7 @@ func (e *Engine) TruncateReplica(addr LogAddr, generation, off uint64) error {
 // the owning core, for a follower at generation. The log must be idle. Errors as
 // TruncateReplica.
 func (e *Engine) ResetReplica(addr LogAddr, generation, base uint64) error {
-	return e.onFollowerLog(addr, generation, "reset", func(s *streamShard) error { return s.records.Reset(base) })
+	return e.onFollowerLog(addr, generation, "reset", func(l shardLog) error { return l.Reset(base) })
 }
 
 // SetReplicaEpochs makes epochs the generation history of addr's log, for a follower at
@@ -232,15 +222,15 @@ func (e *Engine) ResetReplica(addr LogAddr, generation, base uint64) error {
 // hands back: the stored history plus the generations a batch begins), and the new
 // entries are appended and persisted (seglog.Log.AddEpoch). Errors: ErrInvalid (the
 // stored history is not a prefix), AddEpoch's (wrapping seglog.ErrBadOptions),
-// followerAt's, replicaShard's, ErrOverloaded, ErrClosed.
+// followerAt's, replicaLogOf's, ErrOverloaded, ErrClosed.
 func (e *Engine) SetReplicaEpochs(addr LogAddr, generation uint64, epochs []seglog.Epoch) error {
-	return e.onFollowerLog(addr, generation, "epochs", func(s *streamShard) error {
-		have := s.records.Epochs()
+	return e.onFollowerLog(addr, generation, "epochs", func(l shardLog) error {
+		have := l.Epochs()
 		if len(have) > len(epochs) || !slices.Equal(have, epochs[:len(have)]) {
-			return fmt.Errorf("%w: epochs of %v: stored %v is not a prefix of %v", ErrInvalid, s.logAddr(proto.LogStream), have, epochs)
+			return fmt.Errorf("%w: epochs of %v: stored %v is not a prefix of %v", ErrInvalid, addr, have, epochs)
 		}
 		for _, ep := range epochs[len(have):] {
-			if err := s.records.AddEpoch(ep.Generation, ep.StartOffset); err != nil {
+			if err := l.AddEpoch(ep.Generation, ep.StartOffset); err != nil {
 				return err
 			}
 		}
@@ -248,78 +238,61 @@ func (e *Engine) SetReplicaEpochs(addr LogAddr, generation uint64, epochs []segl
 	})
 }
 
-// onFollowerLog runs change on the core of addr's follower shard at generation, then
-// moves its marks to the log (followLog). A storage failure fails the shard.
-func (e *Engine) onFollowerLog(addr LogAddr, generation uint64, what string, change func(*streamShard) error) error {
-	s, err := e.replicaShard(addr)
-	if err != nil {
-		return err
-	}
-	return e.runOn(s.c, func(c *core) error {
-		if err := c.followerAt(s, generation); err != nil {
+// onFollowerLog runs change on the core of addr's follower log at generation, then
+// moves what follows the log (replicaLog.followed). A storage failure fails the shard.
+func (e *Engine) onFollowerLog(addr LogAddr, generation uint64, what string, change func(shardLog) error) error {
+	return e.onReplicaLog(addr, func(r replicaLog, p *placement, l shardLog, o *logOwner) error {
+		if err := followerAt(p, generation); err != nil {
 			return err
 		}
-		if !s.idleNow() {
+		if !o.idleNow() {
 			return fmt.Errorf("%w: %s of %v", seglog.ErrBusy, what, addr)
 		}
-		err := change(s)
+		err := change(l)
 		if errors.Is(err, seglog.ErrStorageFailed) {
-			s.fail(storageError(what+" replica", err))
+			o.fail(storageError(what+" replica", err))
 		}
-		s.followLog()
+		r.followed()
 		return err
 	})
 }
 
 // LeadEpoch records, on a shard open here as RoleLeader at generation, that generation
-// begins at its log's tail (AddEpoch(generation, tail)) unless its history already ends
-// at generation or a newer one, and returns where the leader's generation began: the
+// begins at addr's log's tail (AddEpoch(generation, tail)) unless its history already
+// ends at generation or a newer one, and returns where the leader's generation began: the
 // tail, or the recorded start. The leader's own history then names what it writes, as a
-// follower's names what it stored, for the divergence rule after a later change.
-// Errors: replicaShard's, ErrNotHere (not the leader here), ErrStaleGeneration-wrapped
-// (open at another generation), AddEpoch's, ErrOverloaded, ErrClosed.
+// follower's names what it stored, for the divergence rule after a later change. Each
+// of the six logs keeps its own history. Errors: replicaLogOf's, ErrNotHere (not the
+// leader here), ErrStaleGeneration-wrapped (open at another generation), AddEpoch's,
+// ErrOverloaded, ErrClosed.
 func (e *Engine) LeadEpoch(addr LogAddr, generation uint64) (uint64, error) {
-	s, err := e.replicaShard(addr)
-	if err != nil {
-		return 0, err
-	}
 	var start uint64
-	err = e.runOn(s.c, func(c *core) error {
-		p, err := c.replicaPlacement(s)
-		if err != nil {
-			return err
-		}
+	err := e.onReplicaLog(addr, func(_ replicaLog, p *placement, l shardLog, _ *logOwner) error {
 		if p.role != RoleLeader {
 			return notHere(p.ref, p.role)
 		}
 		if p.generation != generation {
 			return fmt.Errorf("%w: %v leads at generation %d, not %d", ErrStaleGeneration, p.ref, p.generation, generation)
 		}
-		eps := s.records.Epochs()
+		eps := l.Epochs()
 		if n := len(eps); n > 0 && eps[n-1].Generation >= generation {
 			start = eps[n-1].StartOffset
 			return nil
 		}
-		start = s.records.NextOffset()
-		return s.records.AddEpoch(generation, start)
+		start = l.NextOffset()
+		return l.AddEpoch(generation, start)
 	})
 	return start, err
 }
 
 // WhenDurable runs fn on the core of addr's shard once its log's durable_offset reaches
-// offset (at once when it has; logOwner.OnDurable): the leader's shipper waits with it
-// for records to ship. fn must not block; it never runs when the shard closes first.
-// Errors: replicaShard's, the shard's failure, ErrOverloaded, ErrClosed.
+// offset (at once when it has; replicaLog.whenDurable): the leader's shipper waits with
+// it for records to ship, a follower for the fdatasync of records it already holds. fn
+// must not block; it never runs when the shard closes first. Errors: replicaLogOf's,
+// the shard's failure, ErrOverloaded, ErrClosed.
 func (e *Engine) WhenDurable(addr LogAddr, offset uint64, fn func()) error {
-	s, err := e.replicaShard(addr)
-	if err != nil {
-		return err
-	}
-	return e.runOn(s.c, func(c *core) error {
-		if _, err := c.replicaPlacement(s); err != nil {
-			return err
-		}
-		s.OnDurable(offset, fn)
+	return e.onReplicaLog(addr, func(r replicaLog, p *placement, l shardLog, o *logOwner) error {
+		r.whenDurable(l, o, p.role == RoleFollower, offset, fn)
 		return nil
 	})
 }
@@ -357,6 +330,7 @@ func (e *Engine) SetReplicated(ref ShardRef, on bool) error {
 		}
 		s.hasReplicaSet = false
 		s.releaseTo(s.committed)
+		s.gateKeys(false)
 		return s.keepReleaseMark(false)
 	})
 }

@@ -26,7 +26,7 @@ func (l *seglogLog) WriteBallot(b seglog.Ballot) error { return l.log.WriteBallo
 
 // ReplicaBallot returns the ballot stored for addr's log, read on the owning core: the
 // empty ballot when none was written, or the file is short or fails its checksum (a
-// lost ballot costs a fence, never a record). Errors: replicaShard's, ErrNotHere (not
+// lost ballot costs a fence, never a record). Errors: replicaLogOf's, ErrNotHere (not
 // open here), ErrInvalid (a log kept by a disk without ballot files: the in-memory test
 // disks), ErrOverloaded, ErrClosed.
 func (e *Engine) ReplicaBallot(addr LogAddr) (seglog.Ballot, error) {
@@ -53,19 +53,13 @@ func (e *Engine) SetReplicaBallot(addr LogAddr, b seglog.Ballot) error {
 	})
 }
 
-// onBallot runs fn on the core of addr's open shard with its ballot-keeping log.
+// onBallot runs fn on the core of addr's open shard with its ballot-keeping log (each
+// of the six logs keeps its own ballot file).
 func (e *Engine) onBallot(addr LogAddr, fn func(ballotLog) error) error {
-	s, err := e.replicaShard(addr)
-	if err != nil {
-		return err
-	}
-	return e.runOn(s.c, func(c *core) error {
-		if _, err := c.replicaPlacement(s); err != nil {
-			return err
-		}
-		bl, ok := s.records.(ballotLog)
+	return e.onReplicaLog(addr, func(_ replicaLog, _ *placement, l shardLog, _ *logOwner) error {
+		bl, ok := l.(ballotLog)
 		if !ok {
-			return fmt.Errorf("%w: %v keeps no ballot file (%T)", ErrInvalid, addr, s.records)
+			return fmt.Errorf("%w: %v keeps no ballot file (%T)", ErrInvalid, addr, l)
 		}
 		return fn(bl)
 	})

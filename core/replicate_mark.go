@@ -97,6 +97,7 @@ func (s *streamShard) reopenReleaseMark() {
 	}
 	mark = min(max(mark, s.records.EarliestOffset()), s.committed)
 	s.hasReplicaSet = true
+	s.gateKeys(true) // producer_gate.go
 	s.released, s.fanoutNext = mark, mark
 }
 

@@ -197,9 +197,9 @@ func TestReplicaRepairCalls(t *testing.T) {
 	if err := leader.TruncateReplica(replAddr(), 1, 0); !errors.Is(err, core.ErrNotHere) {
 		t.Fatalf("truncate on a leader: %v", err)
 	}
-	cache := core.LogAddr{Kind: core.ShardStream, Name: replStream, Log: proto.LogGroupCursors}
+	cache := core.LogAddr{Kind: core.ShardStream, Name: replStream, Log: proto.LogCache}
 	if _, err := f.ReplicaState(cache); !errors.Is(err, core.ErrInvalid) {
-		t.Fatalf("a log not replicated yet: %v", err)
+		t.Fatalf("a cache log of a stream shard: %v", err)
 	}
 }
 

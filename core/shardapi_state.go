@@ -160,6 +160,7 @@ func (c *core) setStreamRole(s *streamShard, role Role, generation uint64) error
 	if p == nil || s.closed {
 		return notHere(ShardRef{Kind: ShardStream, Name: s.name, Shard: s.index}, 0)
 	}
+	promoted := p.role == RoleFollower && role == RoleLeader
 	changed, err := c.roles.change(p, role, generation)
 	if !changed {
 		return err
@@ -182,6 +183,9 @@ func (c *core) setStreamRole(s *streamShard, role Role, generation uint64) error
 			t.arm() // a new leader expires the leases its follower time left due
 		}
 	}
+	if promoted {
+		c.promoteStream(s) // replicate_promote.go: rebuilt from the replicated logs
+	}
 	return nil
 }
 
@@ -193,6 +197,7 @@ func (c *core) setCacheRole(cs *cacheShard, role Role, generation uint64) error 
 	if p == nil || cs.closed {
 		return notHere(ShardRef{Kind: ShardCache, Name: cs.name.asStream(), Shard: cs.index}, 0)
 	}
+	promoted := p.role == RoleFollower && role == RoleLeader
 	changed, err := c.roles.change(p, role, generation)
 	if !changed {
 		return err
@@ -200,6 +205,9 @@ func (c *core) setCacheRole(cs *cacheShard, role Role, generation uint64) error 
 	moved := movedError(p.ref, role, generation)
 	for _, w := range cs.watchers {
 		cs.dropWatch(w, moved)
+	}
+	if promoted {
+		c.promoteCache(cs) // replicate_promote.go
 	}
 	return nil
 }
