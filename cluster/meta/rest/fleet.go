@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hashicorp/raft"
 
 	"felix/cluster/meta"
 )
@@ -192,45 +191,6 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request) {
 	if _, ok := h.propose(w, &c); ok {
 		w.WriteHeader(http.StatusNoContent)
 	}
-}
-
-// MemberView is one row of GET /v1/members: a voter's Raft id and address,
-// whether it leads, and the metadata level it reported (0: none yet).
-type MemberView struct {
-	ID      string     `json:"id"`
-	Address string     `json:"address"`
-	Leader  bool       `json:"leader"`
-	Level   meta.Level `json:"level"`
-}
-
-// MembersBody is GET /v1/members: the members and the group's floor.
-type MembersBody struct {
-	Leader  string       `json:"leader"`
-	Floor   meta.Level   `json:"floor"`
-	Members []MemberView `json:"members"`
-}
-
-func (h *Handler) members(w http.ResponseWriter, r *http.Request) {
-	f := h.cfg.Node.Raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		h.fail(w, err)
-		return
-	}
-	st := h.cfg.Node.FSM.State()
-	levels := map[string]meta.Level{}
-	for _, m := range st.Members() {
-		levels[m.ID] = m.Level
-	}
-	_, leader := h.cfg.Node.Raft.LeaderWithID()
-	body := MembersBody{Leader: string(leader), Floor: st.Floor(), Members: []MemberView{}}
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage != raft.Voter {
-			continue
-		}
-		body.Members = append(body.Members, MemberView{ID: string(s.ID), Address: string(s.Address),
-			Leader: s.ID == leader, Level: levels[string(s.ID)]})
-	}
-	writeJSON(w, http.StatusOK, body)
 }
 
 // FeatureView is one row of GET /v1/fleet/features (spec/config.md §7: the

@@ -128,7 +128,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /v1/brokers", h.write(h.register))
 	m.HandleFunc("POST /v1/brokers/{id}/heartbeat", h.write(h.heartbeat))
 	m.HandleFunc("POST /v1/reports", h.write(h.report))
-	m.HandleFunc("GET /v1/members", h.members)
+	h.memberRoutes()
 	m.HandleFunc("GET /v1/fleet/features", h.features)
 	m.HandleFunc("POST /v1/fleet/features/{name}/finalize", h.write(h.finalize))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
