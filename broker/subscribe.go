@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/quic-go/quic-go"
 
@@ -126,6 +127,9 @@ func (h *connHandler) pump(sub *core.Subscription, events *quic.SendStream, p *a
 			if errors.Is(err, core.ErrMoved) {
 				h.endMoved(events, mv)
 			}
+			if errors.Is(err, core.ErrStorageFailed) { // a damaged or failed log: a typed end, never a clean one
+				_, _ = events.Write(proto.AppendMessage(nil, &proto.Error{Code: proto.CodeStorageFailed, Message: readFailedText(mv.ref, err)}))
+			}
 			_ = events.Close() // context ended or engine closing: a clean end of stream
 			return
 		}
@@ -138,4 +142,15 @@ func (h *connHandler) pump(sub *core.Subscription, events *quic.SendStream, p *a
 		}
 		h.s.m.eventFrames.Inc()
 	}
+}
+
+// readFailedText is the storage_failed text ending a subscription whose history read
+// failed: a *core.DamageError's own text (stream, shard, segment, byte, offset), else the
+// stream and shard only: never the server's file path (issue 23).
+func readFailedText(ref core.ShardRef, err error) string {
+	var de *core.DamageError
+	if errors.As(err, &de) {
+		return de.Error()
+	}
+	return fmt.Sprintf("stream %s shard %d: storage failed reading the log", ref.Name, ref.Shard)
 }

@@ -113,7 +113,9 @@ type eventFrame struct {
 // the reconnect backoff on a new connection until ctx ends. Errors: ctx.Err() (wrapping the
 // last attempt's error), *CursorError (ErrCursor),
 // *RedirectError (a loop or too many hops; matches ErrNotLeader), *NotLeaderError (no
-// address), ErrNotFound, ErrUnauthorized, ErrUnsupported (Earliest or
+// address), ErrNotFound, ErrUnauthorized, ErrStorageFailed (a *ServerError: the broker
+// found damage in the shard's log; also how Next ends a subscription reading into it),
+// ErrUnsupported (Earliest or
 // Offset without the broker's offset flag 0x0020, or WithPublisher without "publishers").
 func (c *Client) Subscribe(ctx context.Context, stream string, start Start, opts SubscribeOptions) (*Subscription, error) {
 	if stream == "" {
@@ -343,9 +345,12 @@ func (s *Subscription) run(shard uint32, start Start, addr string, es *eventStre
 	}
 }
 
-// terminal reports errors a re-subscribe cannot fix.
+// terminal reports errors a re-subscribe cannot fix. ErrStorageFailed on an event
+// stream is a damaged log on the broker (its message names the stream, shard, segment,
+// byte and offset): subscribing again would read the same damage, so it ends the
+// subscription instead of looping (issue 23 item 1).
 func terminal(err error) bool {
-	for _, t := range []error{ErrCursor, ErrNotLeader, ErrNotFound, ErrUnauthorized, ErrUnsupported, ErrMalformed, ErrProtocol, ErrClosed} {
+	for _, t := range []error{ErrCursor, ErrNotLeader, ErrNotFound, ErrUnauthorized, ErrUnsupported, ErrMalformed, ErrProtocol, ErrClosed, ErrStorageFailed} {
 		if errors.Is(err, t) {
 			return true
 		}

@@ -219,6 +219,13 @@ type Engine struct {
 	nextSubscription atomic.Uint64
 	closed           atomic.Bool
 	exited           sync.WaitGroup
+
+	// The startup checks of sealed segments (damage.go): cancelled and
+	// waited for by Close; verifyTurn lets one run at a time.
+	verifyCtx    context.Context
+	verifyCancel context.CancelFunc
+	verifiers    sync.WaitGroup
+	verifyTurn   chan struct{}
 }
 
 // streamMeta is a stream's catalog entry. Immutable once published, except
@@ -255,7 +262,8 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg}
+	e := &Engine{cfg: cfg, verifyTurn: make(chan struct{}, 1)}
+	e.verifyCtx, e.verifyCancel = context.WithCancel(context.Background())
 	empty := map[StreamName]*streamMeta{}
 	e.catalog.Store(&empty)
 	cpus := allowedCPUs()
@@ -301,6 +309,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	if !e.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
+	e.verifyCancel()
 	for _, c := range e.cores {
 		c.requestStop()
 	}
@@ -310,10 +319,11 @@ func (e *Engine) Close(ctx context.Context) error {
 				c.step(false)
 			}
 		}
+		e.verifiers.Wait()
 		return nil
 	}
 	done := make(chan struct{})
-	go func() { e.exited.Wait(); close(done) }()
+	go func() { e.exited.Wait(); e.verifiers.Wait(); close(done) }()
 	select {
 	case <-done:
 		return nil

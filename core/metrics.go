@@ -19,6 +19,7 @@ import (
 //	felix_subscribe_slow_ended_total{stream,shard} counter: Block subscribers ended by their timeout
 //	felix_stream_subscriber_lag_records{stream,shard} gauge: most records queued for one subscriber
 //	felix_stream_failed{stream,shard}              gauge: 1 once the shard's storage failed
+//	felix_stream_damaged{stream,shard}             gauge: 1 once damage was found in the shard's log (damage.go)
 type coreMetrics struct {
 	drainBatch *metrics.Histogram
 	pinned     atomic.Bool
@@ -64,6 +65,12 @@ func newShardMetrics(set *metrics.Set, s *streamShard) *shardMetrics {
 	m.slowEnded = set.GetOrCreateCounter(name("felix_subscribe_slow_ended_total"))
 	set.GetOrCreateGauge(name("felix_stream_subscriber_lag_records"), func() float64 { return float64(m.lag.Load()) })
 	set.GetOrCreateGauge(name("felix_stream_failed"), func() float64 { return float64(m.failed.Load()) })
+	set.GetOrCreateGauge(name("felix_stream_damaged"), func() float64 {
+		if s.damage.Load() != nil {
+			return 1
+		}
+		return 0
+	})
 	return m
 }
 

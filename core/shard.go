@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"felix/proto"
 )
@@ -64,6 +65,11 @@ type streamShard struct {
 	// onClose, when set, runs once when the shard closes, with the reason:
 	// the shard's group state answers its parked polls (group_shard.go streamClosed).
 	onClose func(error)
+
+	// damage is the first damage found in the record log (damage.go; any
+	// goroutine); stopVerify cancels the startup check of its sealed segments.
+	damage     atomic.Pointer[DamageError]
+	stopVerify func()
 }
 
 // inflightPublish is a durable publish staged in the log, waiting for its
@@ -102,6 +108,7 @@ func (c *core) openStreamShard(spec *StreamSpec, index int) (*streamShard, error
 		s.fanoutNext = s.records.NextOffset()
 		s.committed, s.released = s.fanoutNext, s.fanoutNext
 		s.reopenReleaseMark() // replicate_mark.go: a replicated Quorum shard holds its recovered tail
+		defer s.startVerify() // damage.go, once the metrics exist
 	} else {
 		size := spec.MemoryReplayRecords
 		if size == 0 {
@@ -335,6 +342,9 @@ func (s *streamShard) close(err error) {
 	s.subs, s.blocking = nil, nil
 	s.dropUnreleased(err)
 	s.c.timers.stop(&s.stall)
+	if s.stopVerify != nil {
+		s.stopVerify()
+	}
 	if s.records != nil {
 		s.closeReleaseMark() // replicate_mark.go
 		_ = s.records.Close()

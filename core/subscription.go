@@ -343,9 +343,11 @@ func (q *Subscription) nextHistory() (Delivery, error) {
 			q.end(cerr)
 			return Delivery{}, cerr
 		}
-		err = storageError("history read", err)
-		q.end(err)
-		return Delivery{}, err
+		if b.count == 0 { // else deliver the records below the damage first: the next page meets it again
+			err = q.shard.readFailed("history read", err) // a *DamageError for damaged bytes (damage.go)
+			q.end(err)
+			return Delivery{}, err
+		}
 	}
 	if b.count == 0 {
 		err := storageError("history read", fmt.Errorf("no record at %d below %d", from, q.histEnd))

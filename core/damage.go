@@ -1,0 +1,109 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"felix/seglog"
+)
+
+// DamageError reports damaged bytes in a stream shard's record log (a
+// seglog.CorruptionError found by a read or by the startup check of sealed
+// segments; issue 23 item 1): the stream, shard, segment file, byte position
+// in it, the corruption kind and Offset, the first offset the damage makes
+// unreadable (records below it and past the damaged record still read). Its
+// text names no server path, so the broker hands it to clients as is
+// (storage_failed). errors.Is matches ErrStorageFailed and, through Unwrap,
+// seglog.ErrCorruption; errors.As reaches the *seglog.CorruptionError.
+type DamageError struct {
+	Stream   StreamName
+	Shard    int
+	Segment  string // segment file name, e.g. 00000000000000000000.log
+	Position int64  // byte position of the damaged structure in the segment
+	Offset   uint64
+	Kind     seglog.CorruptionKind
+	err      error
+}
+
+// Error formats "core: storage failed: stream <t/ns/s> shard <n>: log damaged:
+// <Kind> in segment <file> at byte <pos> (offset <o> unreadable)".
+func (e *DamageError) Error() string {
+	return fmt.Sprintf("core: storage failed: stream %s shard %d: log damaged: %s in segment %s at byte %d (offset %d unreadable)",
+		e.Stream, e.Shard, e.Kind, e.Segment, e.Position, e.Offset)
+}
+
+// Is makes errors.Is(err, ErrStorageFailed) true.
+func (e *DamageError) Is(target error) bool { return target == ErrStorageFailed }
+
+// Unwrap returns the *seglog.CorruptionError.
+func (e *DamageError) Unwrap() error { return e.err }
+
+// Damage returns the first damage found in the shard's record log since it
+// opened (nil when none). Goroutine-safe.
+func (s *streamShard) Damage() *DamageError { return s.damage.Load() }
+
+// readFailed turns a read error of the shard's record log into the error a
+// reader gets: a *DamageError for a *seglog.CorruptionError, the shard then
+// marked damaged (markDamaged); else ErrStorageFailed-wrapped with op.
+// Any goroutine.
+func (s *streamShard) readFailed(op string, err error) error {
+	var ce *seglog.CorruptionError
+	if !errors.As(err, &ce) {
+		return storageError(op, err)
+	}
+	d := &DamageError{Stream: s.name, Shard: s.index, Segment: seglog.SegmentFileName(uint64(max(ce.Segment, 0))),
+		Position: ce.Position, Offset: ce.Offset, Kind: ce.Kind, err: ce}
+	s.markDamaged(d, op)
+	return d
+}
+
+// markDamaged records the shard's first damage (felix_stream_damaged turns 1)
+// and logs it once at ERROR with the log's directory. Later damage of the
+// same shard is returned to its readers but not logged again. Any goroutine.
+func (s *streamShard) markDamaged(d *DamageError, found string) {
+	if !s.damage.CompareAndSwap(nil, d) {
+		return
+	}
+	s.c.engine.cfg.Logger.Error("core: stream shard log damaged: reads through the damage fail with storage_failed",
+		"stream", s.name.String(), "shard", s.index, "segment", d.Segment, "at_byte", d.Position,
+		"offset", d.Offset, "kind", d.Kind.String(), "found_by", found, "err", d.err)
+}
+
+// startVerify checks the checksums of every sealed segment of a durable
+// shard's record log in the background (seglog.Reader.VerifySealed), one
+// shard of the engine at a time, so damage is reported (markDamaged) before a
+// reader finds it. The check stops when the shard closes (stopVerify) or the
+// engine does; Engine.Close waits for it. Core goroutine (the Reader is made
+// there); no-op for a log without files (the test fake).
+func (s *streamShard) startVerify() {
+	l := s.records.seglog()
+	if l == nil {
+		return
+	}
+	e := s.c.engine
+	r := l.Reader()
+	ctx, cancel := context.WithCancel(e.verifyCtx)
+	s.stopVerify = cancel
+	e.verifiers.Add(1)
+	go func() {
+		defer e.verifiers.Done()
+		defer cancel()
+		defer r.Close()
+		select {
+		case e.verifyTurn <- struct{}{}:
+			defer func() { <-e.verifyTurn }()
+		case <-ctx.Done():
+			return
+		}
+		err := r.VerifySealed(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if !errors.Is(err, seglog.ErrCorruption) { // an I/O error: the next read meets it
+			e.cfg.Logger.Warn("core: startup check of sealed segments failed", "stream", s.name.String(), "shard", s.index, "err", err)
+			return
+		}
+		_ = s.readFailed("startup check of sealed segments", err)
+	}()
+}

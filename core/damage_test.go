@@ -1,0 +1,169 @@
+package core
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"felix/seglog"
+)
+
+// syncBuffer is a goroutine-safe log sink (the startup check logs from its own goroutine).
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// damageRecord is the payload of record i: 200 bytes.
+func damageRecord(i int) []byte { return []byte(fmt.Sprintf("%03d", i) + strings.Repeat("p", 197)) }
+
+// damagedShardDir writes 600 records of 200 bytes to each shard of a
+// two-shard durable stream over 64 KiB segments, stops the engine and flips
+// one payload byte of offset 4 in shard 0's sealed segment 0. It returns the
+// data dir and the damaged record's byte position.
+func damagedShardDir(t *testing.T) (string, int64) {
+	t.Helper()
+	dir := t.TempDir()
+	e, err := NewEngine(Config{Cores: 1, DataDir: dir, Fsync: FsyncOnCommit, NoPinning: true, SegmentBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateStream(StreamSpec{Name: testStream, Shards: 2, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	for shard := range 2 {
+		for batch := range 12 {
+			var ps [][]byte
+			for i := range 50 {
+				ps = append(ps, damageRecord(batch*50+i))
+			}
+			if _, err := publishSync(t, e, &PublishRequest{Stream: testStream, Shard: shard, Payloads: ps}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	pos := int64(seglog.SegmentHeaderLen + 4*(seglog.RecordHeaderLen(seglog.WriteVersion)+200))
+	f, err := os.OpenFile(shardSegment(dir, 0), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte{0xff}, pos+int64(seglog.RecordHeaderLen(seglog.WriteVersion))+100); err != nil {
+		t.Fatal(err)
+	}
+	return dir, pos
+}
+
+// readFrom subscribes to shard from offset and reads until next reaches
+// until or the subscription ends; it returns the offsets read and the error.
+func readFrom(t *testing.T, e *Engine, shard int, from, until uint64) ([]uint64, error) {
+	t.Helper()
+	sub, err := e.Subscribe(SubscribeRequest{Stream: testStream, Shard: shard, Start: StartOffset, Offset: from, WithOffsets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var got []uint64
+	for next := from; next < until; {
+		d, err := sub.Next(ctx)
+		if err != nil {
+			return got, err
+		}
+		for i, p := range records(t, d) {
+			if want := string(damageRecord(int(d.BaseOffset) + i)); p != want {
+				t.Fatalf("offset %d: %.8q, want %.8q", d.BaseOffset+uint64(i), p, want)
+			}
+			got = append(got, d.BaseOffset+uint64(i))
+		}
+		next = d.BaseOffset + uint64(d.Count)
+	}
+	return got, nil
+}
+
+// waitMetric waits (bounded) until the engine's metrics text holds want.
+func waitMetric(t *testing.T, e *Engine, want string) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for {
+		var m bytes.Buffer
+		e.Metrics().WritePrometheus(&m)
+		if strings.Contains(m.String(), want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics never held %q:\n%s", want, m.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A flipped byte in a sealed segment of one shard (issue 23 item 1): the
+// engine opens, the startup check marks the shard damaged (ERROR log line,
+// felix_stream_damaged 1 for that shard only) before any read; a subscriber
+// from earliest gets offsets 0..3 and then a *DamageError naming stream,
+// shard, segment, byte and offset 4 (no server path in its text); a
+// subscriber from 5 reads every later record; the other shard reads whole;
+// both shards take publishes.
+func TestDamagedSealedSegmentTypedErrorAndMarked(t *testing.T) {
+	dir, pos := damagedShardDir(t)
+	logs := &syncBuffer{}
+	e, err := NewEngine(Config{Cores: 1, DataDir: dir, Fsync: FsyncOnCommit, NoPinning: true, SegmentBytes: 64 << 10,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	if err := e.CreateStream(StreamSpec{Name: testStream, Shards: 2, Durable: true}); err != nil {
+		t.Fatalf("open with a damaged sealed segment: %v", err)
+	}
+	label := func(shard int) string {
+		return fmt.Sprintf(`felix_stream_damaged{tenant=%q,namespace=%q,stream=%q,shard="%d"}`,
+			testStream.Tenant, testStream.Namespace, testStream.Stream, shard)
+	}
+	waitMetric(t, e, label(0)+" 1\n")
+	waitMetric(t, e, label(1)+" 0\n")
+	for _, want := range []string{"level=ERROR", "log damaged", "shard=0", "segment=" + seglog.SegmentFileName(0),
+		fmt.Sprintf("at_byte=%d", pos), "offset=4", "found_by=\"startup check"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Fatalf("log lacks %q:\n%s", want, logs.String())
+		}
+	}
+	got, err := readFrom(t, e, 0, 0, 600)
+	var de *DamageError
+	if !errors.As(err, &de) || !errors.Is(err, ErrStorageFailed) || !errors.Is(err, seglog.ErrCorruption) ||
+		de.Stream != testStream || de.Shard != 0 || de.Segment != seglog.SegmentFileName(0) || de.Position != pos || de.Offset != 4 {
+		t.Fatalf("read from 0: %v then %#v", got, err)
+	}
+	if fmt.Sprint(got) != "[0 1 2 3]" || strings.Contains(err.Error(), dir) {
+		t.Fatalf("read from 0 delivered %v before %q (must not name %s)", got, err, dir)
+	}
+	if got, err = readFrom(t, e, 0, 5, 600); err != nil || len(got) != 595 {
+		t.Fatalf("read from 5 (above the damage): %d records, %v", len(got), err)
+	}
+	if got, err = readFrom(t, e, 1, 0, 600); err != nil || len(got) != 600 {
+		t.Fatalf("other shard: %d records, %v", len(got), err)
+	}
+	for shard := range 2 {
+		if _, err := publishSync(t, e, &PublishRequest{Stream: testStream, Shard: shard, Payloads: [][]byte{damageRecord(600)}}); err != nil {
+			t.Fatalf("shard %d publish: %v", shard, err)
+		}
+	}
+	if strings.Count(logs.String(), "log damaged") != 1 {
+		t.Fatalf("the damage is logged once per shard:\n%s", logs.String())
+	}
+}
