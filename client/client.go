@@ -53,6 +53,7 @@ type Client struct {
 
 	redirMu sync.Mutex
 	redirs  map[string]*connSlot // one connection per redirect target (subscriptions, §8.9)
+	owners  ownerCache           // shard owners learnt from not_leader (groups, watches; redirect_ops.go)
 }
 
 // Capabilities is what the broker negotiated on the latest authenticated stream (spec §4,

@@ -17,7 +17,10 @@ import (
 // The broker treats a connection as one consumer (docs/operations.md, "Consumer groups"):
 // records polled on a connection must be acked or nacked on it. The SDK therefore sends
 // every group operation on the first connection of its pool; when that connection is
-// replaced, leases of the old one expire and their records are redelivered.
+// replaced, leases of the old one expire and their records are redelivered. A shard led by
+// another broker is answered not_leader: the SDK sends the request to that broker (one
+// connection per broker, bounded hops) and sends the shard's later requests there
+// (redirect_ops.go).
 //
 // Retries after an indeterminate outcome: Ack and DeadLetters land on the same state twice
 // and are re-sent; Poll (a second poll leases more records and raises delivery counts),
@@ -63,7 +66,7 @@ func (c *Client) Poll(ctx context.Context, stream string, shard uint32, group st
 	if withPub && !c.Capabilities().Has(proto.FeaturePublishers) {
 		return nil, fmt.Errorf("%w: feature %q", ErrUnsupported, proto.FeaturePublishers)
 	}
-	m, err := c.roundTripOn(ctx, c.slots[0], false, func(id uint64) proto.Message {
+	m, err := c.groupRoundTrip(ctx, stream, shard, false, func(id uint64) proto.Message {
 		return &proto.GroupPoll{TenantID: c.cfg.tenant, Namespace: c.cfg.namespace, Stream: stream, Shard: shard, Group: group,
 			MaxRecords: uint32(max), MaxWaitMs: uint64(wait / time.Millisecond), WithPublisher: withPub, RequestID: id}
 	})
@@ -90,7 +93,7 @@ func (c *Client) Ack(ctx context.Context, stream string, shard uint32, group str
 	if err := c.requireFeature(ctx, proto.FeatureGroups); err != nil {
 		return err
 	}
-	m, err := c.roundTripOn(ctx, c.slots[0], true, func(id uint64) proto.Message {
+	m, err := c.groupRoundTrip(ctx, stream, shard, true, func(id uint64) proto.Message {
 		return &proto.GroupAck{TenantID: c.cfg.tenant, Namespace: c.cfg.namespace, Stream: stream, Shard: shard, Group: group, Offsets: offsets, RequestID: id}
 	})
 	return groupOK(m, err)
@@ -112,7 +115,7 @@ func (c *Client) Nack(ctx context.Context, stream string, shard uint32, group st
 	}
 	ms := uint64(redeliverAfter / time.Millisecond)
 	after := &ms
-	m, err := c.roundTripOn(ctx, c.slots[0], false, func(id uint64) proto.Message {
+	m, err := c.groupRoundTrip(ctx, stream, shard, false, func(id uint64) proto.Message {
 		return &proto.GroupNack{TenantID: c.cfg.tenant, Namespace: c.cfg.namespace, Stream: stream, Shard: shard, Group: group, Offsets: offsets, RedeliverAfterMs: after, RequestID: id}
 	})
 	return groupOK(m, err)
@@ -128,7 +131,7 @@ func (c *Client) DeadLetters(ctx context.Context, stream string, shard uint32, g
 	if err := c.requireFeature(ctx, proto.FeatureGroups); err != nil {
 		return nil, 0, false, err
 	}
-	m, err := c.roundTripOn(ctx, c.slots[0], true, func(id uint64) proto.Message {
+	m, err := c.groupRoundTrip(ctx, stream, shard, true, func(id uint64) proto.Message {
 		return &proto.DeadLettersList{TenantID: c.cfg.tenant, Namespace: c.cfg.namespace, Stream: stream, Shard: shard, Group: group, FromOffset: from, Limit: uint32(limit), RequestID: id}
 	})
 	if err != nil {
@@ -157,7 +160,7 @@ func (c *Client) Redrive(ctx context.Context, stream string, shard uint32, group
 	if err := c.requireFeature(ctx, proto.FeatureGroups); err != nil {
 		return 0, err
 	}
-	m, err := c.roundTripOn(ctx, c.slots[0], false, func(id uint64) proto.Message {
+	m, err := c.groupRoundTrip(ctx, stream, shard, false, func(id uint64) proto.Message {
 		return &proto.DeadLettersRedrive{TenantID: c.cfg.tenant, Namespace: c.cfg.namespace, Stream: stream, Shard: shard, Group: group, Offsets: offsets, RequestID: id}
 	})
 	if err := groupOK(m, err); err != nil {

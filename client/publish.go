@@ -58,6 +58,16 @@ type PublisherOptions struct {
 	// duplicate with the original offsets. Without it a lost answer is ErrIndeterminate and
 	// the batch is never re-sent.
 	Idempotent bool
+	// Direct sends each keyed batch straight to the broker that leads its key's shard
+	// (docs/client-protocol.md D17; broker feature redirects and route.routing): the routes
+	// come from route_lookup on the dialled broker, asked in the background, refreshed
+	// every 10 s and after a not_leader answer (the batch is then re-sent to the owner it
+	// names). The first keyed batch waits for the first lookup (at most 5 s); until routes
+	// are known, for unkeyed batches, and for an owner that cannot be
+	// reached within 2 s (skipped for 10 s), batches go to the dialled broker, which
+	// forwards them. Records of one key keep their order across a route change (the
+	// Publisher waits for its batches in flight first). Off by default (D17).
+	Direct bool
 }
 
 func (o *PublisherOptions) defaults() {
@@ -127,8 +137,12 @@ type Publisher struct {
 	ready []*batch // sealed batches in order; idempotent re-sends first, in first-send order
 	kick  chan struct{}
 	done  chan struct{}
-	sess  *session  // sticky: one stream keeps the batches in order (sender goroutine only)
-	names [3][]byte // tenant, namespace, stream for binary frames (checked once)
+	// sessions: sticky, one stream per broker address ("" = the dialled broker) keeps the
+	// batches sent there in order (sender goroutine only).
+	sessions  map[string]*session
+	direct    *directRouter // Direct: the routes (publish_direct.go); nil otherwise
+	sentEpoch uint64        // direct's epoch of the last batch sent (sender goroutine only)
+	names     [3][]byte     // tenant, namespace, stream for binary frames (checked once)
 
 	// Recycled batch buffers (payload arena, record ends, payload slices): a completed
 	// batch's buffers serve the next batch, so steady publishing allocates nothing.
@@ -224,13 +238,16 @@ func (c *Client) NewPublisher(stream string, opts PublisherOptions) (*Publisher,
 	}
 	opts.defaults()
 	p := &Publisher{names: names, c: c, stream: stream, opts: opts, outstanding: map[*batch]struct{}{}, open: map[string]*batch{},
-		awaiting: map[*session]int{},
+		awaiting: map[*session]int{}, sessions: map[string]*session{},
 		released: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
 	p.answeredCond = sync.NewCond(&p.mu)
 	if opts.Idempotent {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
 		p.producerID = hex.EncodeToString(b[:])
+	}
+	if opts.Direct {
+		p.direct = &directRouter{p: p, ready: make(chan struct{})}
 	}
 	p.ctx, p.cancel = context.WithCancel(c.ctx)
 	go p.sender()
@@ -350,6 +367,9 @@ func (p *Publisher) Close(ctx context.Context) error {
 	p.mu.Unlock()
 	p.cancel()
 	<-p.done
+	if p.direct != nil {
+		p.direct.wg.Wait()
+	}
 	if errors.Is(err, ErrClosed) {
 		return nil
 	}
@@ -537,24 +557,29 @@ func (p *Publisher) send(b *batch) {
 	}
 	for {
 		b.attempts++
-		if p.sess == nil || p.sess.isDead() {
-			if p.opts.Idempotent && p.sess != nil {
+		addr := p.targetOf(b)
+		if cur := p.sessions[addr]; cur == nil || cur.isDead() {
+			if p.opts.Idempotent && cur != nil {
 				// Let the dead session's batches queue their re-sends first, then take
 				// the oldest: b goes back behind them, ahead of every later batch.
-				p.drainDead(p.sess)
-				p.sess = nil
+				p.drainDead(cur)
+				delete(p.sessions, addr)
 				b.attempts--
 				p.enqueue(b, true)
 				return
 			}
-			s, err := p.c.session(p.ctx)
+			s, err := p.sessionAt(addr)
+			if err != nil && addr != "" && p.ctx.Err() == nil {
+				b.attempts-- // the owner is now marked down: through the dialled broker
+				continue
+			}
 			if err != nil {
 				p.complete(b, BatchResult{}, closedOr(p.c, err))
 				return
 			}
-			p.sess = s
+			p.sessions[addr] = s
 		}
-		s := p.sess
+		s := p.sessions[addr]
 		frame, binary, err := p.encoder(s.caps, b)
 		if err != nil {
 			p.complete(b, BatchResult{}, err)
@@ -655,6 +680,9 @@ func (p *Publisher) answered(b *batch, binary bool, r reply, err error) {
 		err = replyError(r)
 	}
 	if err != nil {
+		if p.redirected(b, err) {
+			return
+		}
 		if p.opts.Idempotent && errors.Is(err, ErrIndeterminate) && b.attempts < p.c.cfg.maxAttempts && p.ctx.Err() == nil {
 			p.enqueue(b, true)
 			return

@@ -56,7 +56,9 @@ type Watch struct {
 	cache  string
 	key    string
 	prefix bool
-	next   *uint64 // where a resumed watch starts: last change's offset + 1, or From
+	next   *uint64       // where a resumed watch starts: last change's offset + 1, or From
+	addr   string        // the owner's client address ("" = the dialled broker; redirect_ops.go)
+	hops   redirectChain // not_leader redirects followed since the last registration
 
 	mu     sync.Mutex
 	cn     *conn
@@ -93,12 +95,14 @@ func (c *Client) Watch(ctx context.Context, cache, key string, opts WatchOptions
 }
 
 // open registers the watch (from w.next when set), retrying what is not a definite
-// refusal with the reconnect backoff until ctx ends.
+// refusal with the reconnect backoff until ctx ends, and following not_leader to the
+// cache shard's owner (bounded hops, redirect_ops.go).
 func (w *Watch) open(ctx context.Context) error {
 	bo := newBackoff(w.c.cfg.backoffMin, w.c.cfg.backoffMax)
 	for {
 		cn, id, es, err := w.register(ctx)
 		if err == nil {
+			w.hops.reset()
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			if w.closed {
@@ -107,6 +111,10 @@ func (w *Watch) open(ctx context.Context) error {
 			}
 			w.cn, w.id, w.es, w.since = cn, id, es, time.Now()
 			return nil
+		}
+		var follow bool
+		if follow, err = w.redirect(err); follow {
+			continue
 		}
 		if watchTerminal(err) || w.c.ctx.Err() != nil {
 			return closedOr(w.c, err)
@@ -148,7 +156,7 @@ func watchTerminal(err error) bool {
 func (w *Watch) register(ctx context.Context) (*conn, uint64, *eventStream, error) {
 	c := w.c
 	for {
-		s, err := c.session(ctx)
+		s, err := c.sessionOn(ctx, c.slotFor(w.addr))
 		if err != nil {
 			return nil, 0, nil, closedOr(c, err)
 		}
