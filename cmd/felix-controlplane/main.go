@@ -83,31 +83,26 @@ func run(args []string) int {
 type member struct {
 	cfg      *config
 	log      hclog.Logger
+	serverID raft.ServerID // NODE_ID/STORAGE_ID
+	hasState bool          // the data dir held Raft state at start
+	token    string
 	node     *raftnode.Node
+	running  atomic.Pointer[raftnode.Node] // node, for the listeners started before it
+	handler  atomic.Pointer[http.Handler]  // the REST API once Raft runs
 	rest     *http.Server
 	metrics  *http.Server
 	draining atomic.Bool
-	done     chan struct{} // closed at drain: ends the leader loop
+	done     chan struct{} // closed at drain: ends the member loop
 	loopDone chan struct{}
 }
 
-// start opens the data dir, the admin token, Raft and both listeners.
+// start opens the data dir, its storage identity and admin token, serves
+// both listeners (REST answers only GET /v1/identity until Raft runs),
+// decides the bootstrap (identity.go) and starts Raft.
 func start(cfg *config, log hclog.Logger) (*member, error) {
-	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
+	m := &member{cfg: cfg, log: log, done: make(chan struct{}), loopDone: make(chan struct{})}
+	if err := m.openDataDir(); err != nil {
 		return nil, err
-	}
-	token := ""
-	if cfg.authOff {
-		log.Warn("FELIX_AUTH=off: writes to the control plane need no admin token (never in production)")
-	} else {
-		t, created, err := rest.LoadOrCreateToken(cfg.dataDir)
-		if err != nil {
-			return nil, err
-		}
-		if created {
-			log.Info("wrote a new admin token", "file", cfg.dataDir+"/"+rest.TokenFile)
-		}
-		token = t
 	}
 	restLn, err := net.Listen("tcp", cfg.bind)
 	if err != nil {
@@ -118,39 +113,92 @@ func start(cfg *config, log hclog.Logger) (*member, error) {
 		_ = restLn.Close()
 		return nil, err
 	}
-	node, err := startNode(cfg, log)
-	if err != nil {
-		_, _ = restLn.Close(), metricsLn.Close()
-		return nil, err
-	}
-	m := &member{cfg: cfg, log: log, node: node, done: make(chan struct{}), loopDone: make(chan struct{})}
-	h := rest.New(rest.Config{Node: node, Token: token, AuthOff: cfg.authOff, MemberURL: m.memberURL,
-		ChangesLimit: cfg.changesLimit, Logger: log.Named("rest")})
-	m.rest = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	m.rest = &http.Server{Handler: m.restHandler(), ReadHeaderTimeout: 10 * time.Second}
 	m.metrics = &http.Server{Handler: m.opsHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go m.serve(m.rest, restLn, "REST")
 	go m.serve(m.metrics, metricsLn, "metrics")
-	go m.leaderLoop()
-	log.Info("control-plane member started", "node_id", cfg.nodeID, "rest", restLn.Addr().String(),
-		"raft", cfg.raftBind, "metrics", metricsLn.Addr().String(), "data_dir", cfg.dataDir)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	servers, err := m.bootstrapServers(ctx)
+	stop()
+	if err == nil {
+		m.node, err = startNode(cfg, m.serverID, servers, log)
+	}
+	if err != nil {
+		_, _ = m.rest.Close(), m.metrics.Close()
+		return nil, err
+	}
+	h := http.Handler(rest.New(rest.Config{Node: m.node, Token: m.token, AuthOff: cfg.authOff, MemberURL: m.memberURL,
+		ChangesLimit: cfg.changesLimit, Logger: log.Named("rest")}))
+	m.handler.Store(&h)
+	m.running.Store(m.node)
+	go m.memberLoop(h.(*rest.Handler))
+	log.Info("control-plane member started", "node_id", cfg.nodeID, "server_id", string(m.serverID), "rest", restLn.Addr().String(),
+		"raft", cfg.raftBind, "metrics", metricsLn.Addr().String(), "data_dir", cfg.dataDir, "bootstrapped", len(servers) > 0)
 	return m, nil
 }
 
-// startNode starts Raft on a TCP transport, bootstrapping the peers (or this
-// member alone) when the data dir holds no state.
-func startNode(cfg *config, log hclog.Logger) (*raftnode.Node, error) {
+// openDataDir creates the data dir, reads (or creates) its storage identity
+// and admin token, and whether it holds Raft state.
+func (m *member) openDataDir() error {
+	cfg := m.cfg
+	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
+		return err
+	}
+	sid, created, err := raftnode.LoadOrCreateStorageID(cfg.dataDir)
+	if err != nil {
+		return err
+	}
+	m.serverID = raftnode.ServerID(cfg.nodeID, sid)
+	if m.hasState, err = raftnode.HasState(cfg.dataDir); err != nil {
+		return err
+	}
+	if created {
+		m.log.Info("new storage identity: this member is a new Raft server", "server_id", string(m.serverID))
+	}
+	if cfg.authOff {
+		m.log.Warn("FELIX_AUTH=off: writes to the control plane need no admin token (never in production)")
+		return nil
+	}
+	t, created, err := rest.LoadOrCreateToken(cfg.dataDir)
+	if err != nil {
+		return err
+	}
+	if created {
+		m.log.Info("wrote a new admin token", "file", cfg.dataDir+"/"+rest.TokenFile)
+	}
+	m.token = t
+	return nil
+}
+
+// restHandler serves the REST API once Raft runs; before, GET /v1/identity
+// and 503 for the rest.
+func (m *member) restHandler() http.Handler {
+	ident := rest.IdentityHandler(m.ownIdentity)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := m.handler.Load(); h != nil {
+			(*h).ServeHTTP(w, r)
+			return
+		}
+		if r.Method == http.MethodGet && r.URL.Path == "/v1/identity" {
+			ident(w, r)
+			return
+		}
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, `{"code":"unavailable","message":"the member is starting (learning its peers' identities)"}`, http.StatusServiceUnavailable)
+	})
+}
+
+// startNode starts Raft as serverID on a TCP transport, bootstrapping
+// servers when not empty (bootstrapServers).
+func startNode(cfg *config, serverID raft.ServerID, servers []raft.Server, log hclog.Logger) (*raftnode.Node, error) {
 	tr, err := raft.NewTCPTransportWithLogger(cfg.raftBind, nil, 3, 10*time.Second, log.Named("transport"))
 	if err != nil {
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.raftBind, err)
 	}
-	servers := []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(cfg.nodeID), Address: tr.LocalAddr()}}
-	if len(cfg.peers) > 0 {
-		servers = servers[:0]
-		for _, p := range cfg.peers {
-			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.id), Address: raft.ServerAddress(p.addr)})
-		}
+	if len(cfg.peers) == 0 && len(servers) == 1 {
+		servers[0].Address = tr.LocalAddr() // alone: the bound address (a :0 port resolved)
 	}
-	node, err := raftnode.Start(raftnode.Config{ID: raft.ServerID(cfg.nodeID), Dir: cfg.dataDir, Transport: tr,
+	node, err := raftnode.Start(raftnode.Config{ID: serverID, Dir: cfg.dataDir, Transport: tr,
 		Bootstrap: servers, Meta: meta.Config{ChangeRetention: cfg.retention}, Logger: log,
 		Tune: func(c *raft.Config) {
 			c.SnapshotThreshold, c.SnapshotInterval = cfg.snapshotThreshold, cfg.snapshotInterval
@@ -162,9 +210,12 @@ func startNode(cfg *config, log hclog.Logger) (*raftnode.Node, error) {
 	return node, nil
 }
 
+// memberURL gives the REST URL of a member by its server id's node id
+// (FELIX_CONTROLPLANE_PEER_URLS), or "".
 func (m *member) memberURL(id raft.ServerID) string {
+	node, _ := raftnode.SplitServerID(id)
 	for _, p := range m.cfg.peerURLs {
-		if p.id == string(id) {
+		if p.id == node {
 			return p.addr
 		}
 	}

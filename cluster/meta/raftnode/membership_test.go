@@ -166,6 +166,9 @@ func TestStorageIDIsKeptAndNewAfterAWipe(t *testing.T) {
 	if _, _, err := LoadOrCreateStorageID(dir); !errors.Is(err, ErrBadStorageID) {
 		t.Fatalf("a bad file: %v", err)
 	}
+	if has, err := HasState(dir); has || err != nil {
+		t.Fatalf("a dir that never ran Raft: %v %v", has, err)
+	}
 	if node, sid := SplitServerID(ServerID("cp1", a)); node != "cp1" || sid != a {
 		t.Fatalf("split: %q %q", node, sid)
 	}
@@ -182,11 +185,17 @@ func TestWipedMemberComesBackAsNewServer(t *testing.T) {
 	g := newGroup(t, 3)
 	l := leader(t, g.nodes)
 	g.propose(l, &meta.CreateTenant{TenantID: "before"})
+	if has, err := HasState(t.TempDir()); has || err != nil {
+		t.Fatalf("an empty dir: %v %v", has, err)
+	}
 	fs := followers(g.nodes, l)
 	v, f := fs[0], fs[1]
 	old := g.nodes[v].ID
 	if err := g.nodes[v].Close(); err != nil {
 		t.Fatal(err)
+	}
+	if has, err := HasState(g.dirs[v]); !has || err != nil {
+		t.Fatalf("a member's dir after a run: %v %v", has, err)
 	}
 	if err := os.RemoveAll(g.dirs[v]); err != nil {
 		t.Fatal(err)

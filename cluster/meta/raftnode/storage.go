@@ -9,7 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 )
 
 // StorageIDFile is the file in a member's data dir holding its storage
@@ -103,4 +106,26 @@ func ServerID(nodeID, storageID string) raft.ServerID {
 func SplitServerID(id raft.ServerID) (nodeID, storageID string) {
 	nodeID, storageID, _ = strings.Cut(string(id), "/")
 	return nodeID, storageID
+}
+
+// HasState reports whether dir holds Raft state (a log entry, a term or a
+// snapshot: raft.HasExistingState over its WAL and snapshot store), without
+// starting Raft. A dir never started, or started but never bootstrapped nor
+// fed by a leader, has none. Errors: the stores' open errors.
+func HasState(dir string) (bool, error) {
+	if _, err := os.Stat(filepath.Join(dir, "wal")); errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	mdb := &metadb.BoltMetaDB{}
+	store, err := wal.Open(filepath.Join(dir, "wal"), wal.WithMetaStore(mdb))
+	if err != nil {
+		_ = mdb.Close()
+		return false, fmt.Errorf("raftnode: open wal: %w", err)
+	}
+	defer func() { _ = store.Close(); _ = mdb.Close() }()
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(dir, "snapshots"), 2, hclog.NewNullLogger())
+	if err != nil {
+		return false, fmt.Errorf("raftnode: snapshot store: %w", err)
+	}
+	return raft.HasExistingState(store, store, snaps)
 }

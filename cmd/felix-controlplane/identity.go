@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"felix/cluster/meta"
+	"felix/cluster/meta/raftnode"
+	"felix/cluster/meta/rest"
+)
+
+// Bootstrap with FELIX_CONTROLPLANE_PEERS (docs/controlplane.md, "Raft"):
+// a member whose data dir holds no Raft state learns every peer's storage
+// identity before it bootstraps, from GET /v1/identity at the peer's
+// FELIX_CONTROLPLANE_PEER_URLS entry (served from the moment a member
+// starts). It bootstraps the group of NODE_ID/STORAGE_ID servers at the
+// PEERS addresses only once every peer answered and none holds Raft state;
+// if one does, the group already ran, so this member is an initial voter
+// the leader will feed (its id is in the group's configuration) or a member
+// that lost its disk (a new server: the operator removes the old id and adds
+// this one). It never bootstraps while a peer has not answered, so a wiped
+// member cannot start a group of its own, nor vote as the server it was.
+
+// discoverPoll is how often the peers are asked again while one is silent.
+const discoverPoll = 200 * time.Millisecond
+
+// ownIdentity is this member's answer at GET /v1/identity before its Raft
+// starts.
+func (m *member) ownIdentity() rest.IdentityBody {
+	node, storage := raftnode.SplitServerID(m.serverID)
+	return rest.IdentityBody{NodeID: node, StorageID: storage, ServerID: string(m.serverID), Level: meta.BuildMaxLevel,
+		RaftAddr: m.cfg.raftBind, HasState: m.hasState}
+}
+
+// bootstrapServers decides the group to bootstrap: nil when the data dir
+// holds state or a peer does (start without bootstrapping), this member alone
+// without peers, else every peer's server id once all answered. Errors:
+// ctx's (SIGTERM while waiting), a peer answering under another node id.
+func (m *member) bootstrapServers(ctx context.Context) ([]raft.Server, error) {
+	self := raft.Server{Suffrage: raft.Voter, ID: m.serverID, Address: raft.ServerAddress(m.cfg.raftBind)}
+	switch {
+	case m.hasState:
+		return nil, nil
+	case len(m.cfg.peers) == 0 || len(m.cfg.peers) == 1 && m.cfg.peers[0].id == m.cfg.nodeID:
+		if len(m.cfg.peers) == 1 {
+			self.Address = raft.ServerAddress(m.cfg.peers[0].addr)
+		}
+		return []raft.Server{self}, nil
+	}
+	lastLog := time.Time{}
+	for {
+		servers, decided, err := m.askPeers(ctx)
+		if err != nil || decided {
+			return servers, err
+		}
+		if time.Since(lastLog) > 5*time.Second {
+			m.log.Info("waiting for every peer's identity before bootstrapping the group", "peers", len(m.cfg.peers))
+			lastLog = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(discoverPoll):
+		}
+	}
+}
+
+// askPeers asks every peer once: decided with the servers when all answered
+// without state, decided with nil when one holds state.
+func (m *member) askPeers(ctx context.Context) (servers []raft.Server, decided bool, err error) {
+	for _, p := range m.cfg.peers {
+		ident := m.ownIdentity()
+		if p.id != m.cfg.nodeID {
+			url := m.memberURL(raft.ServerID(p.id))
+			if ident, err = fetchIdentity(ctx, url); err != nil {
+				return nil, false, nil
+			}
+		}
+		switch {
+		case ident.NodeID != p.id || ident.StorageID == "":
+			return nil, true, fmt.Errorf("peer %s answers as node %q storage %q at its FELIX_CONTROLPLANE_PEER_URLS entry", p.id,
+				ident.NodeID, ident.StorageID)
+		case ident.HasState:
+			m.log.Info("a peer already holds Raft state: starting without bootstrapping (fed by the leader, or added by the operator)",
+				"peer", ident.ServerID, "server_id", string(m.serverID))
+			return nil, true, nil
+		}
+		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(ident.ServerID), Address: raft.ServerAddress(p.addr)})
+	}
+	return servers, true, nil
+}
+
+// identityClient bounds each identity request.
+var identityClient = &http.Client{Timeout: time.Second}
+
+// fetchIdentity asks GET url/v1/identity.
+func fetchIdentity(ctx context.Context, url string) (rest.IdentityBody, error) {
+	var ident rest.IdentityBody
+	if url == "" {
+		return ident, errors.New("no REST URL")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(url, "/")+"/v1/identity", nil)
+	if err != nil {
+		return ident, err
+	}
+	resp, err := identityClient.Do(req)
+	if err != nil {
+		return ident, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return ident, fmt.Errorf("GET /v1/identity: %s", resp.Status)
+	}
+	err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ident)
+	return ident, err
+}
