@@ -27,7 +27,6 @@ type leading struct {
 	fenced    map[sim.NodeID]bool
 	lastFence sim.Time
 	serving   bool
-	baseTail  uint64
 	shippers  map[sim.NodeID]*replica.Shipper
 	corrTo    map[uint64]sim.NodeID
 	tracker   *replica.Tracker
@@ -62,7 +61,7 @@ func (n *rnode) startLeading(now sim.Time, gen uint64) []sim.Envelope[msg] {
 		return nil
 	}
 	n.lead = &leading{gen: gen, round: round, fenceCorr: map[uint64]sim.NodeID{}, fenced: map[sim.NodeID]bool{},
-		baseTail: uint64(len(n.log)), shippers: map[sim.NodeID]*replica.Shipper{}, corrTo: map[uint64]sim.NodeID{},
+		shippers: map[sim.NodeID]*replica.Shipper{}, corrTo: map[uint64]sim.NodeID{},
 		readVal: map[ReadID]uint64{}, roundCorr: map[uint64]RoundID{}, roundAt: map[RoundID]sim.Time{}}
 	n.env.Logf("leads generation %d", gen)
 	return n.lead.decideOpen(n, round.Outcome())
@@ -170,8 +169,11 @@ func (l *leading) fenceAnswer(n *rnode, id sim.NodeID, m msg) []sim.Envelope[msg
 			return nil
 		}
 		l.fenced[id] = true
+		// Ship from offset 0: a batch of a newer generation must begin low enough for the
+		// follower to compare every record the divergence rule could truncate (the
+		// simulated logs are short, so comparing all of it is cheap).
 		l.shippers[id] = replica.NewShipper(replica.ShipperConfig{Generation: l.gen, Window: 1 << 12,
-			RetryDelay: 20 * time.Millisecond, Timeout: 150 * time.Millisecond}, min(a.DurableOffset, max(l.baseTail, 1)-1))
+			RetryDelay: 20 * time.Millisecond, Timeout: 150 * time.Millisecond}, 0)
 		return l.decideOpen(n, l.round.Answer(name(id), AnswerFromFenceOk(a, m.last)))
 	case *proto.ReplicateError:
 		return l.decideOpen(n, l.round.Refused(name(id), a.Code))
