@@ -89,6 +89,8 @@ func classify(err error) error {
 		return withKind(ErrUnauthorized, err)
 	case errors.Is(err, client.ErrIndeterminate):
 		return withKind(ErrIndeterminate, err)
+	case errors.Is(err, client.ErrStorageFailed), errors.As(err, &ae) && ae.Code == "storage_failed":
+		return withKind(ErrStorageFailed, err)
 	case errors.Is(err, client.ErrOverloaded), errors.Is(err, client.ErrShardUnavailable),
 		errors.Is(err, client.ErrLeadershipLost), errors.Is(err, client.ErrNotLeader):
 		return withKind(ErrUnavailable, err)

@@ -22,6 +22,10 @@ const (
 	ExitIndeterminate = 5 // the outcome is unknown (the answer was lost after the request was sent)
 	ExitUnavailable   = 6 // the broker is overloaded, unreachable or not ready: retry later
 	ExitCorrupt       = 7 // felix log verify found damage
+	// ExitStorageFailed: the broker answered storage_failed (its disk failed, or a read
+	// met damage in a shard's log: `felix sub` stops there) or the admin API HTTP 500
+	// storage_failed; `felix log repair` could not write. Issue 23.
+	ExitStorageFailed = 8
 )
 
 // Failure-kind sentinels. Every command error wraps exactly one of them (or none, for
@@ -33,6 +37,7 @@ var (
 	ErrIndeterminate = errors.New("indeterminate")
 	ErrUnavailable   = errors.New("unavailable")
 	ErrCorrupt       = errors.New("verification failed")
+	ErrStorageFailed = errors.New("storage failed")
 )
 
 // kindError attaches a failure kind to an error without changing its text.
@@ -76,6 +81,8 @@ func exitCode(err error) int {
 		return ExitUnauthorized
 	case errors.Is(err, ErrIndeterminate):
 		return ExitIndeterminate
+	case errors.Is(err, ErrStorageFailed):
+		return ExitStorageFailed
 	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return ExitUnavailable
 	}

@@ -1,0 +1,105 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// faultRecord is the payload of record i of the storage-fault tests: 200 bytes.
+func faultRecord(i int) []byte { return []byte(fmt.Sprintf("%03d", i) + strings.Repeat("p", 197)) }
+
+// streamSegment is the path of the first segment of stream's shard 0 record log under dataDir.
+func streamSegment(t *testing.T, dataDir, stream string) string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dataDir, "streams", "*_"+stream+"_0-*", "00000000000000000000.log"))
+	if err != nil || len(m) != 1 {
+		t.Fatalf("segment of %s: %v %v", stream, m, err)
+	}
+	return m[0]
+}
+
+// A flipped byte in a sealed segment (issue 23 item 1), through a real broker: a
+// subscription from earliest delivers offsets 0..3, then Next ends with ErrStorageFailed
+// naming the stream, shard, segment and byte (not the server's path) and the SDK does not
+// subscribe again; a subscription from offset 5 reads every later record; the broker
+// logged the damage at ERROR and exports felix_stream_damaged.
+func TestDamagedSealedSegmentEndsSubscriptionTyped(t *testing.T) {
+	seg := []string{"FELIX_DURABLE_SEGMENT_BYTES=65536", "FELIX_DURABLE_FSYNC_MODE=on_commit"}
+	b := startBroker(t, "", seg...)
+	b.createStream("damaged", true)
+	c := b.dial()
+	p, err := c.NewPublisher("damaged", PublisherOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 600 {
+		if _, err := p.PublishSync(testCtx(t), faultRecord(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	b.stop()
+	f, err := os.OpenFile(streamSegment(t, b.dataDir, "damaged"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff}, 32+4*232+32+100); err != nil { // offset 4's payload (32-byte segment and record headers)
+		t.Fatal(err)
+	}
+	f.Close()
+	b = startBroker(t, b.dataDir, seg...)
+	c = b.dial()
+	sub, err := c.Subscribe(testCtx(t), "damaged", Earliest, SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	var got []uint64
+	for {
+		r, err := sub.Next(testCtx(t))
+		if err != nil {
+			if !errors.Is(err, ErrStorageFailed) || !strings.Contains(err.Error(), "damaged shard 0") ||
+				!strings.Contains(err.Error(), "segment 00000000000000000000.log at byte 960") || strings.Contains(err.Error(), b.dataDir) {
+				t.Fatalf("after %v: %v, want storage_failed naming stream, shard, segment and byte", got, err)
+			}
+			break
+		}
+		got = append(got, r.Offset)
+	}
+	if fmt.Sprint(got) != "[0 1 2 3]" {
+		t.Fatalf("delivered %v before the damage, want [0 1 2 3]", got)
+	}
+	if n := metricValue(t, b, "felix_broker_subscriptions_total"); n != 1 {
+		t.Fatalf("%v subscriptions, want 1 (no re-subscribe after storage_failed)", n)
+	}
+	above, err := c.Subscribe(testCtx(t), "damaged", Offset(5), SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer above.Close()
+	for want := uint64(5); want < 600; want++ {
+		r, err := above.Next(testCtx(t))
+		if err != nil || r.Offset != want || string(r.Payload) != string(faultRecord(int(want))) {
+			t.Fatalf("read above the damage at %d: %v %v", want, r.Offset, err)
+		}
+	}
+	if !strings.Contains(b.logs.String(), "level=ERROR") || !strings.Contains(b.logs.String(), "log damaged") {
+		t.Fatalf("no ERROR line for the damage:\n%s", b.logs.String())
+	}
+	resp, err := http.Get("http://" + b.info.HTTPAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !regexp.MustCompile(`(?m)^felix_stream_damaged\{[^}]*stream="damaged",shard="0"\} 1$`).Match(body) {
+		t.Fatalf("no felix_stream_damaged 1 for the shard:\n%s", body)
+	}
+}
