@@ -94,7 +94,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	c := &Client{cfg: cfg, addr: addr, tlsCfg: clientTLS(cfg)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for i := 0; i < cfg.conns; i++ {
-		c.slots = append(c.slots, &connSlot{c: c, addr: addr, bo: newBackoff(cfg.backoffMin, cfg.backoffMax)})
+		c.slots = append(c.slots, &connSlot{c: c, addr: addr, pool: true, bo: newBackoff(cfg.backoffMin, cfg.backoffMax)})
 	}
 	s, err := c.slots[0].dialOnce(ctx)
 	if err == nil {
@@ -323,6 +323,9 @@ type connSlot struct {
 
 	// evicted: dropped from Client.redirs (redirect.go); get fails errRedirectTargetEvicted.
 	evicted bool
+	// pool: one of Client.slots; after a failed dial it moves to the next WithFailover
+	// address (failover.go). addr is then guarded by mu.
+	pool bool
 }
 
 // get returns the live connection, dialling when there is none. A failed dial sets a
@@ -364,7 +367,7 @@ func (s *connSlot) get(ctx context.Context) (*conn, error) {
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		s.c.cfg.logger.Warn("felix: dial failed", "addr", s.addr, "err", err)
+		s.c.cfg.logger.Warn("felix: dial failed", "err", err)
 	}
 }
 
@@ -372,12 +375,16 @@ func (s *connSlot) get(ctx context.Context) (*conn, error) {
 func (s *connSlot) dialOnce(ctx context.Context) (*conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, s.c.cfg.dialTimeout)
 	defer cancel()
-	qc, err := quic.DialAddr(dctx, s.addr, s.c.tlsCfg, quicConfig(s.c.cfg))
+	s.mu.Lock()
+	addr := s.addr
+	s.mu.Unlock()
+	qc, err := quic.DialAddr(dctx, addr, s.c.tlsCfg, quicConfig(s.c.cfg))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
 		s.notBef = time.Now().Add(s.bo.next())
-		return nil, fmt.Errorf("felix: dial %s: %w", s.addr, err)
+		s.failoverLocked(addr)
+		return nil, fmt.Errorf("felix: dial %s: %w", addr, err)
 	}
 	if s.closed {
 		_ = qc.CloseWithError(0, "client closed")

@@ -33,6 +33,7 @@ type config struct {
 	maxAttempts       int
 	subQueue          int
 	eventPending      int
+	failover          []string // WithFailover: more broker addresses for the pool (failover.go)
 	// afterFunc schedules the Publisher's linger timers (time.AfterFunc; a fake clock in
 	// tests).
 	afterFunc func(d time.Duration, f func()) interface{ Stop() bool }
