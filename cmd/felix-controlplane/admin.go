@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -20,7 +21,11 @@ const adminUsage = `usage: felix-controlplane admin [--url URL] [--token TOKEN] 
   features                          list fleet features: enabled, supported by, lacking
   features finalize NAME [--dry-run] enable NAME (one-way); --dry-run names the brokers lacking it
   brokers                           registered brokers: storage id, state, missing features
-  members                           control-plane members: level, which one leads
+  members                           control-plane members: storage id, level, held, which one leads
+  members add ID [ADDR] [--url URL] add a member (ID: NODE_ID, or NODE_ID/STORAGE_ID; ADDR its Raft address,
+                                    default what it answers; URL its REST URL, default its PEER_URLS entry)
+  members remove ID                 remove a member (a server id, or a node id naming one member)
+  members transfer-leader ID        hand leadership to the member ID
   placement [TENANT/NS/NAME]        each shard's leader, followers and generation (one stream or cache)
 URL defaults to FELIX_CONTROLPLANE_URL, else http://FELIX_CONTROLPLANE_BIND; the token to
 FELIX_CONTROLPLANE_ADMIN_TOKEN, else FELIX_CONTROLPLANE_DATA_DIR's admin-token file.
@@ -62,6 +67,12 @@ func admin(args []string, lookup func(string) (string, bool), stdout, stderr io.
 		err = c.brokers(stdout)
 	case len(rest) == 1 && rest[0] == "members":
 		err = c.members(stdout)
+	case len(rest) >= 2 && rest[0] == "members":
+		var ok bool
+		if ok, err = c.memberChange(stdout, rest[1:]); !ok {
+			fmt.Fprint(stderr, adminUsage)
+			return 2
+		}
 	case (len(rest) == 1 || len(rest) == 2) && rest[0] == "placement":
 		err = c.placement(stdout, rest[1:])
 	default:
@@ -118,8 +129,19 @@ type errorBody struct {
 
 // do sends one request and decodes a 2xx JSON answer into out; an error
 // answer becomes an error with the control plane's message.
-func (c *adminClient) do(method, path string, out any) error {
-	req, err := http.NewRequest(method, strings.TrimRight(c.base, "/")+path, nil)
+func (c *adminClient) do(method, path string, out any) error { return c.send(method, path, nil, out) }
+
+// send is do with a JSON body (nil: none).
+func (c *adminClient) send(method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, strings.TrimRight(c.base, "/")+path, rd)
 	if err != nil {
 		return err
 	}
@@ -201,12 +223,60 @@ func (c *adminClient) members(w io.Writer) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tADDRESS\tLEADER\tLEVEL")
+	fmt.Fprintln(tw, "MEMBER\tNODE\tSTORAGE ID\tADDRESS\tLEADER\tLEVEL\tHELD")
 	for _, m := range mb.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\n", m.ID, m.Address, m.Leader, m.Level)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%v\n", m.ID, m.NodeID, orDash(m.StorageID), m.Address, m.Leader, m.Level, m.Held)
 	}
-	fmt.Fprintf(tw, "floor %d\n", mb.Floor)
+	fmt.Fprintf(tw, "floor %d (served by %s)\n", mb.Floor, orDash(mb.ServedBy))
 	return tw.Flush()
+}
+
+// memberChange runs members add|remove|transfer-leader; ok false on bad
+// usage.
+func (c *adminClient) memberChange(w io.Writer, args []string) (ok bool, err error) {
+	switch {
+	case args[0] == "add" && len(args) >= 2:
+		fs := flag.NewFlagSet("members add", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		u := fs.String("url", "", "the member's REST URL")
+		pos := []string{}
+		for more := args[1:]; len(more) > 0; more = fs.Args()[1:] {
+			if fs.Parse(more) != nil {
+				return false, nil
+			}
+			if fs.NArg() == 0 {
+				break
+			}
+			pos = append(pos, fs.Arg(0))
+		}
+		if len(pos) < 1 || len(pos) > 2 {
+			return false, nil
+		}
+		body := rest.AddMemberBody{ID: pos[0], URL: *u}
+		if len(pos) == 2 {
+			body.Address = pos[1]
+		}
+		var mv rest.MemberView
+		if err := c.send("POST", "/v1/members", body, &mv); err != nil {
+			return true, err
+		}
+		_, err := fmt.Fprintf(w, "added %s at %s (metadata level %d)\n", mv.ID, mv.Address, mv.Level)
+		return true, err
+	case args[0] == "remove" && len(args) == 2:
+		if err := c.do("DELETE", "/v1/members/"+args[1], nil); err != nil {
+			return true, err
+		}
+		_, err := fmt.Fprintf(w, "removed %s\n", args[1])
+		return true, err
+	case args[0] == "transfer-leader" && len(args) == 2:
+		var lb rest.LeaderBody
+		if err := c.send("POST", "/v1/members/leader", rest.LeaderBody{ID: args[1]}, &lb); err != nil {
+			return true, err
+		}
+		_, err := fmt.Fprintf(w, "%s leads\n", lb.ID)
+		return true, err
+	}
+	return false, nil
 }
 
 func list(s []string) string {

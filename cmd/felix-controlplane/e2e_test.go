@@ -196,16 +196,7 @@ func TestPrintConfigAndBadSettings(t *testing.T) {
 // registered without features.
 func adminCommands(t *testing.T, base, tok string) {
 	t.Helper()
-	admin := func(args ...string) (string, int) {
-		cmd := exec.Command(binary, append([]string{"admin", "--url", base, "--token", tok}, args...)...)
-		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return string(out), ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return string(out), 0
-	}
+	admin := func(args ...string) (string, int) { return runAdmin(t, base, tok, args...) }
 	if out, code := admin("members"); code != 0 || !strings.Contains(out, "cp1") || !strings.Contains(out, "true") {
 		t.Fatalf("admin members: %d\n%s", code, out)
 	}
@@ -224,6 +215,20 @@ func adminCommands(t *testing.T, base, tok string) {
 	if out, code := admin("features", "finalize"); code != 2 {
 		t.Fatalf("finalize without a name: %d\n%s", code, out)
 	}
+}
+
+// runAdmin runs `felix-controlplane admin --url base --token tok args...`
+// and gives its output and exit code.
+func runAdmin(t *testing.T, base, tok string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"admin", "--url", base, "--token", tok}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(out), ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), 0
 }
 
 func get(t *testing.T, url string) string {
