@@ -62,6 +62,9 @@ type Admin struct {
 	// NoDurableStorage makes a stream created without "durable" in-memory; false (the
 	// single-node broker, which always has FELIX_DURABLE_STORAGE_DIR) makes it durable.
 	NoDurableStorage bool
+	// Writes, in cluster mode, serves the catalog writes it has a route for instead
+	// (forwarded to the control plane, controlplane_admin.go); nil on a single node.
+	Writes *http.ServeMux
 }
 
 // Register adds the admin routes under /v1/ to mux. Unknown paths and wrong methods
@@ -70,6 +73,10 @@ func (a *Admin) Register(mux *http.ServeMux) {
 	inner := http.NewServeMux()
 	a.register(inner)
 	mux.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, p := a.writes(r); p != "" {
+			a.Writes.ServeHTTP(w, r)
+			return
+		}
 		h, pattern := inner.Handler(r)
 		if pattern != "" {
 			inner.ServeHTTP(w, r) // sets the path values
@@ -87,6 +94,14 @@ func (a *Admin) Register(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusNotFound, apiError{Code: "not_found", Message: "no such admin path " + r.URL.Path})
 	}))
+}
+
+// writes is the Writes route of r ("" without one, or without Writes).
+func (a *Admin) writes(r *http.Request) (http.Handler, string) {
+	if a.Writes == nil {
+		return nil, ""
+	}
+	return a.Writes.Handler(r)
 }
 
 // statusRecorder captures the status and headers of the mux's default handlers.

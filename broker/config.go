@@ -79,7 +79,7 @@ type Config struct {
 	// Engine settings, passed to core.Config (core and ring read no environment).
 	Cores             string // FELIX_CORES: "" or 1..1024, the deprecated alias of FELIX_CORE_SHARDS (used when that is 0)
 	IOBackend         string // FELIX_IO_BACKEND: "", auto, uring or syscall (core.Config.IOBackend)
-	ControlplaneURL   string // FELIX_CONTROLPLANE_URL (must be unset on a single node)
+	ControlplaneURL   string // FELIX_CONTROLPLANE_URL (config_cluster.go: cluster mode)
 	ServiceInstanceID string // FELIX_SERVICE_INSTANCE_ID
 	LogFormat         string // FELIX_LOG_FORMAT: text or json
 	LogLevel          string // FELIX_LOG_LEVEL: debug, info, warn, error (PROPOSED)
@@ -222,8 +222,6 @@ func settings() []setting {
 	add("FELIX_CORES", "cores", "", "deprecated alias of FELIX_CORE_SHARDS, used when that is 0 (empty = one per CPU)", a, b)
 	a, b = oneOf(func(c *Config) *string { return &c.IOBackend }, "", "auto", "uring", "syscall")
 	add("FELIX_IO_BACKEND", "io-backend", "", "disk I/O backend: auto (empty; io_uring, else syscalls), uring or syscall", a, b)
-	a, b = str(func(c *Config) *string { return &c.ControlplaneURL })
-	add("FELIX_CONTROLPLANE_URL", "controlplane-url", "", "control-plane URL (cluster mode; not supported by this single-node build)", a, b)
 	a, b = str(func(c *Config) *string { return &c.ServiceInstanceID })
 	add("FELIX_SERVICE_INSTANCE_ID", "service-instance-id", "", "instance id in logs ($HOSTNAME when empty)", a, b)
 	a, b = oneOf(func(c *Config) *string { return &c.LogFormat }, "text", "json")
@@ -459,9 +457,6 @@ func (c *Config) validate() error {
 	}
 	if c.InitialMTU != 0 && c.InitialMTU < 1200 {
 		return fmt.Errorf("%w: FELIX_INITIAL_MTU=%d: want 0 or 1200..65527", ErrConfig, c.InitialMTU)
-	}
-	if c.ControlplaneURL != "" {
-		return fmt.Errorf("%w: FELIX_CONTROLPLANE_URL=%s: cluster mode is not supported by this build", ErrConfig, c.ControlplaneURL)
 	}
 	if c.PublishConnInflightByte < int64(c.MaxFrameBytes) {
 		return fmt.Errorf("%w: FELIX_BROKER_PUBLISH_CONN_INFLIGHT_BYTES=%d must be at least FELIX_MAX_FRAME_BYTES=%d", ErrConfig, c.PublishConnInflightByte, c.MaxFrameBytes)

@@ -7,7 +7,9 @@ package broker
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
+	"strings"
 
 	"felix/cluster/transport"
 )
@@ -24,6 +26,29 @@ type ClusterConfig struct {
 	// ClusterPeers is FELIX_CLUSTER_PEERS parsed (static_cluster.go): every broker of a
 	// static cluster, this one included; nil = no static cluster.
 	ClusterPeers []StaticPeer
+	// ControlPlane holds the cluster-mode settings (FELIX_CONTROLPLANE_URL is
+	// Config.ControlplaneURL; controlplane.go).
+	ControlPlane ControlPlaneConfig
+}
+
+// ControlPlaneConfig is the broker's cluster mode (issue 17 item 8; docs/controlplane.md,
+// "The broker side"; spec/config.md §1): with FELIX_CONTROLPLANE_URL set the broker
+// registers with the control plane, heartbeats, and takes its catalog, ownership table and
+// peer addresses from the snapshot and the change feed.
+type ControlPlaneConfig struct {
+	// URLs is FELIX_CONTROLPLANE_URL split at commas: the members' REST base URLs.
+	URLs []string
+	// TokenFile is FELIX_CONTROLPLANE_ADMIN_TOKEN_FILE: the control plane's admin token
+	// (its DATA_DIR/admin-token), sent on registration, heartbeats and forwarded admin
+	// writes; "" sends none (a control plane with FELIX_AUTH=off).
+	TokenFile string
+	// HeartbeatIntervalMS is FELIX_CONTROLPLANE_HEARTBEAT_INTERVAL_MS (3000: a third of the
+	// control plane's 10 s liveness timeout).
+	HeartbeatIntervalMS int
+	// SyncIntervalMS is FELIX_CONTROLPLANE_SYNC_INTERVAL_MS (2000): the longest pause
+	// between attempts while the control plane is away (the backoff cap); the feed itself
+	// is a long poll and brings a change at once.
+	SyncIntervalMS int
 }
 
 // InternalTLSFiles returns the three FELIX_INTERNAL_TLS_* paths for transport.LoadCredentials.
@@ -82,7 +107,54 @@ func clusterSettings() []setting {
 			c.ClusterPeers = peers
 			return err
 		}, func(c *Config) string { return formatPeers(c.ClusterPeers) })
-	return s
+	return append(s, controlPlaneSettings()...)
+}
+
+// controlPlaneSettings are the cluster-mode rows of settings().
+func controlPlaneSettings() []setting {
+	urls := func(c *Config, v string) error {
+		c.ControlplaneURL, c.ControlPlane.URLs = strings.TrimSpace(v), nil
+		for _, u := range strings.Split(c.ControlplaneURL, ",") {
+			u = strings.TrimRight(strings.TrimSpace(u), "/")
+			if u == "" {
+				continue
+			}
+			if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+				return fmt.Errorf("want http://host:port member URLs, comma-separated: %q", u)
+			}
+			c.ControlPlane.URLs = append(c.ControlPlane.URLs, u)
+		}
+		return nil
+	}
+	tf, tg := str(func(c *Config) *string { return &c.ControlPlane.TokenFile })
+	hs, hg := integer(func(c *Config) *int { return &c.ControlPlane.HeartbeatIntervalMS }, 100, 60000)
+	ss, sg := integer(func(c *Config) *int { return &c.ControlPlane.SyncIntervalMS }, 100, 600000)
+	return []setting{
+		{env: "FELIX_CONTROLPLANE_URL", flag: "controlplane-url", def: "", set: urls,
+			get:  func(c *Config) string { return strings.Join(c.ControlPlane.URLs, ",") },
+			help: "cluster mode: control-plane member REST URLs (http://host:port, comma-separated); needs FELIX_INTERNAL_BIND and FELIX_NODE_ID; not with FELIX_CLUSTER_PEERS (empty = single node)"},
+		{env: "FELIX_CONTROLPLANE_ADMIN_TOKEN_FILE", flag: "controlplane-admin-token-file", def: "", set: tf, get: tg,
+			help: "file holding the control plane's admin token (its DATA_DIR/admin-token), sent on registration, heartbeats and forwarded admin writes (empty = none: a control plane with FELIX_AUTH=off)"},
+		{env: "FELIX_CONTROLPLANE_HEARTBEAT_INTERVAL_MS", flag: "controlplane-heartbeat-interval-ms", def: "3000", set: hs, get: hg,
+			help: "heartbeat interval to the control plane (100..60000; the control plane counts a broker down 10 s after its last)"},
+		{env: "FELIX_CONTROLPLANE_SYNC_INTERVAL_MS", flag: "controlplane-sync-interval-ms", def: "2000", set: ss, get: sg,
+			help: "longest pause between attempts while the control plane is away (100..600000; the change feed is a long poll)"},
+	}
+}
+
+// checkControlPlane refuses cluster mode without the internal transport's settings, and
+// FELIX_CONTROLPLANE_URL together with FELIX_CLUSTER_PEERS (two sources of placement).
+func (c *Config) checkControlPlane() error {
+	if len(c.ControlPlane.URLs) == 0 {
+		return nil
+	}
+	if len(c.ClusterPeers) > 0 {
+		return fmt.Errorf("%w: FELIX_CLUSTER_PEERS and FELIX_CONTROLPLANE_URL are both set: a broker takes its placement from one (unset FELIX_CLUSTER_PEERS in cluster mode)", ErrConfig)
+	}
+	if c.InternalBind == "" || c.NodeID == "" {
+		return fmt.Errorf("%w: FELIX_CONTROLPLANE_URL needs FELIX_INTERNAL_BIND and FELIX_NODE_ID (replicas and forwards travel over the internal transport)", ErrConfig)
+	}
+	return nil
 }
 
 // validateCluster applies the defaults that depend on other settings and refuses: some but
@@ -96,6 +168,9 @@ func (c *Config) validateCluster() error {
 		c.AdvertisedAddr = c.QUICBind
 	}
 	if err := c.checkStaticCluster(); err != nil {
+		return err
+	}
+	if err := c.checkControlPlane(); err != nil {
 		return err
 	}
 	if c.InternalBind == "" {

@@ -8,11 +8,15 @@ package broker
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/quic-go/quic-go"
 
 	"felix/cluster/transport"
 	"felix/netq"
@@ -97,8 +101,13 @@ func (s *Server) openInternal() error {
 	if err != nil {
 		return fmt.Errorf("broker: internal transport: %w", err)
 	}
+	resetKey, err := internalResetKey(s.cfg.DataDir)
+	if err != nil {
+		return err
+	}
 	// Listen logs the unauthenticated-mode warning (creds.Warning) once, here.
-	l, err := transport.Listen(cfg.InternalBind, creds, transport.Options{Logger: s.log, Metrics: s.metrics})
+	l, err := transport.Listen(cfg.InternalBind, creds, transport.Options{Logger: s.log, Metrics: s.metrics,
+		StatelessResetKey: resetKey})
 	if err != nil {
 		return fmt.Errorf("broker: FELIX_INTERNAL_BIND=%s: %w", cfg.InternalBind, err)
 	}
@@ -192,4 +201,22 @@ func (s *Server) internalReadyInfo(info *ReadyInfo) {
 	if s.internal != nil {
 		info.InternalAddr, info.NodeID = s.internal.pub.addr.String(), s.internal.pub.NodeID
 	}
+}
+
+// internalResetKey is the internal listener's stateless-reset key: HMAC-SHA256 of the
+// data dir's QUIC reset key (netq.LoadOrCreateResetKey, kept across restarts) with a
+// label of its own, so the client and internal endpoints never share a key. A peer whose
+// connection outlived this process (SIGKILL) is reset at its next packet to the
+// restarted broker and redials, instead of sending into the dead connection until its
+// idle timeout (a follower restarted under a leader went unreplicated that long).
+func internalResetKey(dataDir string) (*quic.StatelessResetKey, error) {
+	base, err := netq.LoadOrCreateResetKey(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("broker: internal stateless reset key: %w", err)
+	}
+	mac := hmac.New(sha256.New, base[:])
+	mac.Write([]byte("felix-internal/1 stateless reset"))
+	var key quic.StatelessResetKey
+	copy(key[:], mac.Sum(nil))
+	return &key, nil
 }

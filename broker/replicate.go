@@ -298,19 +298,22 @@ type HaltedReplica struct {
 	Since    string `json:"since"`
 }
 
-// setHalted records (reason != "") or clears a halt.
-func (r *replication) setHalted(k haltKey, reason string, now time.Time) {
+// setHalted records (reason != "") or clears a halt; changed reports whether the halt
+// state of k changed (the caller logs transitions, once each).
+func (r *replication) setHalted(k haltKey, reason string, now time.Time) (changed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if reason == "" {
+		_, was := r.halted[k]
 		delete(r.halted, k)
-		return
+		return was
 	}
 	if h, ok := r.halted[k]; ok && h.Reason == reason {
-		return
+		return false
 	}
 	r.halted[k] = HaltedReplica{Shard: k.shard.String(), Log: k.log.String(), Follower: k.follower, Reason: reason,
 		Since: now.UTC().Format(time.RFC3339)}
+	return true
 }
 
 // haltedList is the /replication/halted body, sorted by shard, log and follower; [] when

@@ -79,3 +79,49 @@ func TestReplicationLeaderRestartedAloneReleases(t *testing.T) {
 	})
 	c.acked(c.publish("a2"), "publish to the lone node")
 }
+
+// A follower whose placement does not name the shard (just restarted, its table not
+// loaded yet) answers the leader's batch, bootstrap offer and fence StaleRoute, never
+// Unauthorized: Unauthorized halts the leader's shipping to it for good, which is how a
+// wiped follower restarted under load stayed at durable 0 (the flake of
+// TestReplicationBootstrapsBelowTheLeadersEarliest). Once its table names the shard at
+// the sender's generation without it, the answer is Unauthorized.
+func TestReplicationFollowerWithoutPlacementAnswersStaleRoute(t *testing.T) {
+	c := newReplCluster(t, nil)
+	c.acked(c.publish("p0"), "publish")
+	c.identical(2)
+	if err := c.brokers[2].stop(); err != nil {
+		t.Fatal(err)
+	}
+	c.start(2) // its table is empty until SetPlacement
+	shard := wireRef(core.ShardRef{Kind: core.ShardStream, Name: core.StreamName{Tenant: "default", Namespace: "default", Stream: "absent"}})
+	msgs := map[string]proto.InternalMessage{
+		"a batch of a stream it has":       replBatch(1, 1, "x"),
+		"a batch of a stream it lacks":     &proto.ReplicateRecords{Log: proto.LogStream, Shard: shard, Epoch: 1, FirstOffset: 0},
+		"a bootstrap of a stream it lacks": &proto.ReplicateBootstrap{Log: proto.LogStream, Shard: shard, Epoch: 1, BaseOffset: 4},
+	}
+	for what, msg := range msgs {
+		wantReplicateError(t, what+" before the placement", c.replRequest(replNodes[0], 2, msg), proto.InternalStaleRoute)
+	}
+	if st := c.state(2); st.Tail != 1 {
+		t.Fatalf("n3 stored before its placement: %+v", st)
+	}
+	peers := map[string]string{}
+	for j, n := range replNodes {
+		peers[n] = c.binds[j]
+	}
+	without := func(v CatalogView) Ownership {
+		out := replPlacement(v)
+		for ref := range out {
+			out[ref] = Assignment{Leader: replNodes[0], ReplicaSet: replNodes[1:2], Generation: 1}
+		}
+		return out
+	}
+	c.brokers[2].srv.SetPlacement(without, peers)
+	waitUntil(t, 20*time.Second, "n3's table without it", func() bool {
+		a, ok := c.brokers[2].srv.owners.Lookup(core.ShardRef{Kind: core.ShardStream, Name: replOrders})
+		return ok && a.Generation == 1
+	})
+	wantReplicateError(t, "a batch once its table leaves it out", c.replRequest(replNodes[0], 2, replBatch(1, 1, "x")),
+		proto.InternalUnauthorized)
+}

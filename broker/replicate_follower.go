@@ -82,9 +82,17 @@ func (s *Server) handleReplicate(ctx context.Context, peer string, req proto.Int
 	if !ok {
 		return replicateError(corr, proto.InternalMalformed)
 	}
-	addr := core.LogAddr{Kind: core.ShardStream, Name: t.ref.Name, Shard: t.ref.Shard, Log: t.log}
+	addr := logAddr(t.ref, t.log)
 	a, named := s.owners.Lookup(t.ref)
 	member := named && containsNode(a.ReplicaSet, s.nodeID())
+	if !member && (!named || a.Generation < t.epoch) {
+		// Not a member by a placement older than the sender's generation, or by none (it
+		// has just started and not loaded its table, or the table has not moved yet): this
+		// broker cannot say it is outside the replica set, so the sender retries shortly
+		// (seed, "Errors": StaleRoute, the responder is behind). Unauthorized, which halts
+		// the sender's shipping for good, is the answer only of a table at or past it.
+		return replicateError(corr, proto.InternalStaleRoute)
+	}
 	st, err := s.engine.ReplicaState(addr)
 	switch {
 	case errors.Is(err, core.ErrInvalid):

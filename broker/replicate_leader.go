@@ -370,7 +370,14 @@ func (f *follower) observe(st core.ReplicaState) {
 	if state != replica.Halted {
 		reason = ""
 	}
-	f.l.srv.repl.setHalted(f.key, reason, time.Now())
+	if f.l.srv.repl.setHalted(f.key, reason, time.Now()) {
+		if reason != "" {
+			f.l.srv.log.Warn("replication: follower halted", "shard", f.l.ref.String(), "log", f.l.addr.Log.String(),
+				"follower", f.node, "reason", reason)
+		} else {
+			f.l.srv.log.Info("replication: follower resumed", "shard", f.l.ref.String(), "log", f.l.addr.Log.String(), "follower", f.node)
+		}
+	}
 }
 
 // await waits for the oldest answer, a wake-up from the leader's log, wakeAt, the oldest

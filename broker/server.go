@@ -67,6 +67,8 @@ type Server struct {
 	repl replication
 	// fwd is the static cluster's forwarding (forward.go); nil on a single node.
 	fwd *forwarding
+	// cp is cluster mode (FELIX_CONTROLPLANE_URL, controlplane.go); nil otherwise.
+	cp *controlPlane
 }
 
 // ReadyInfo is the JSON written to FELIX_READY_FILE once the broker is ready (tests, the
@@ -142,6 +144,9 @@ func (s *Server) open() error {
 	s.catalog = cat
 	if err := s.catalog.EnsureNamespace(Namespace{TenantID: auth.DefaultTenant, Namespace: auth.DefaultNamespace, DisplayName: auth.DefaultNamespace}); err != nil {
 		return fmt.Errorf("broker: default namespace: %w", err)
+	}
+	if err := s.openControlPlane(); err != nil { // controlplane.go: its placement before the first pass
+		return err
 	}
 	if err := s.openEngine(); err != nil {
 		return err
@@ -250,6 +255,10 @@ func (s *Server) serveHTTP() {
 	if s.authRes.Keys != nil {
 		admin.Keys = s.authRes.Keys
 	}
+	if s.cp != nil { // cluster mode: catalog writes go to the control plane (controlplane_admin.go)
+		admin.Writes = s.cp.writesMux(admin)
+		s.cp.registerOps(mux)
+	}
 	admin.Register(mux)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }
@@ -282,6 +291,9 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { defer close(acceptDone); s.acceptLoop() }()
 	s.startReplication() // replicate.go: handlers registered before the internal listener serves
 	s.serveInternal()
+	if err := s.startControlPlane(ctx); err != nil { // controlplane.go: register, first snapshot
+		return errors.Join(err, s.drain(acceptDone))
+	}
 
 	s.ready.Store(true)
 	info := ReadyInfo{QUICAddr: s.QUICAddr().String(), HTTPAddr: s.HTTPAddr().String(),
@@ -300,6 +312,8 @@ func (s *Server) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case err := <-httpDone:
 		s.log.Error("HTTP server stopped", "err", err)
+	case err := <-s.controlPlaneFatal():
+		return errors.Join(err, s.drain(acceptDone))
 	}
 	return s.drain(acceptDone)
 }
@@ -315,6 +329,7 @@ func (s *Server) drain(acceptDone <-chan struct{}) error {
 	}
 	_ = s.listener.StopAccepting()
 	s.stopAcceptingInternal()
+	s.stopControlPlane()
 	<-acceptDone
 	// Stop every connection's readers and event pumps; control streams finish the request
 	// they hold and the answers already queued.

@@ -37,6 +37,12 @@ type Options struct {
 	IdleTimeout       time.Duration // a connection with no traffic closes [60 s]
 	Logger            *slog.Logger  // [slog.Default()]
 	Metrics           *metrics.Set  // the felix_internal_listener_* series (metrics.go) [a private set]
+	// StatelessResetKey, when set, lets a restarted listener answer packets of its
+	// predecessor's connections with a stateless reset (RFC 9000 §10.3), so a peer whose
+	// connection outlived this process (SIGKILL sends no CONNECTION_CLOSE) learns at its
+	// next packet that it is gone and redials, instead of waiting out IdleTimeout with
+	// every request timing out. It must survive restarts and stay secret [nil: no resets].
+	StatelessResetKey *quic.StatelessResetKey
 }
 
 func (o Options) withDefaults() Options {
@@ -120,7 +126,7 @@ func Listen(addr string, creds *Credentials, opts Options) (*Listener, error) {
 		}
 		return conf, err
 	}
-	tr := &quic.Transport{Conn: udp}
+	tr := &quic.Transport{Conn: udp, StatelessResetKey: opts.StatelessResetKey}
 	ql, err := tr.Listen(tlsConf, opts.quicConfig())
 	if err != nil {
 		udp.Close()

@@ -47,13 +47,27 @@ type Page struct {
 	Last    uint64   `json:"last"`
 }
 
-// Register is POST /v1/brokers: the broker's registration (node id, storage
-// identity, client and internal advertised addresses, the fleet features it
-// implements, per shard the highest generation it has seen, its settings).
-// Returns the registered meta.Broker; a refusal is *RefusedError carrying the
-// control plane's reason (seed, "A new cluster: the first broker's
-// configuration wins").
-func (c *Client) Register(ctx context.Context, r meta.RegisterBroker) (meta.Broker, error) {
+// Registration is a broker's POST /v1/brokers body: meta.RegisterBroker (node
+// id, storage identity, client and internal advertised addresses, the fleet
+// features it implements, per shard the highest generation it has seen, its
+// settings) and its feed cursor (the Raft index it has applied the catalog
+// through; additive: today's control plane ignores it).
+type Registration struct {
+	meta.RegisterBroker
+	FeedCursor uint64 `json:"feed_cursor,omitempty"`
+}
+
+// HeartbeatBody is a broker's heartbeat body: meta.Heartbeat (draining, the
+// generations it holds) and its feed cursor (additive, as in Registration).
+type HeartbeatBody struct {
+	meta.Heartbeat
+	FeedCursor uint64 `json:"feed_cursor,omitempty"`
+}
+
+// Register is POST /v1/brokers with r. Returns the registered meta.Broker; a
+// refusal is *RefusedError carrying the control plane's reason (seed, "A new
+// cluster: the first broker's configuration wins").
+func (c *Client) Register(ctx context.Context, r Registration) (meta.Broker, error) {
 	body, err := jsonBody(r)
 	if err != nil {
 		return meta.Broker{}, err
@@ -63,10 +77,10 @@ func (c *Client) Register(ctx context.Context, r meta.RegisterBroker) (meta.Brok
 	return b, err
 }
 
-// Heartbeat is POST /v1/brokers/{id}/heartbeat with {draining, generations}:
-// nil on 204, *APIError 404 for a broker the control plane does not know
-// (register again).
-func (c *Client) Heartbeat(ctx context.Context, h meta.Heartbeat) error {
+// Heartbeat is POST /v1/brokers/{id}/heartbeat with {draining, generations,
+// feed_cursor}: nil on 204, *APIError 404 for a broker the control plane does
+// not know (register again).
+func (c *Client) Heartbeat(ctx context.Context, h HeartbeatBody) error {
 	body, err := jsonBody(h)
 	if err != nil {
 		return err
@@ -104,8 +118,8 @@ func (c *Client) Changes(ctx context.Context, after uint64, wait time.Duration) 
 // Forward sends one admin request (a catalog write a broker received: method,
 // path with query, body) to the control plane and returns its answer as
 // received, whatever the status, so the broker answers its client with the
-// control plane's answer. Only a request no member answered other than 503
-// before ctx ended is an error (ErrUnavailable).
+// control plane's answer. Only a request no member answered (other than a 503
+// with Retry-After) before ctx ended is an error (ErrUnavailable).
 func (c *Client) Forward(ctx context.Context, method, pathQuery string, body []byte) (*Response, error) {
 	if len(pathQuery) == 0 || pathQuery[0] != '/' {
 		return nil, fmt.Errorf("metaclient: forward path %q: want an absolute path", pathQuery)

@@ -6,8 +6,9 @@
 // admin writes.
 //
 // A Client knows one or more members' base URLs. A request goes to the member
-// that last answered; a transport failure or a 503 (no leader, a follower
-// that cannot reach it) moves it on to the next member in turn, so a
+// that last answered; a transport failure or a 503 with Retry-After (no
+// leader, a follower that cannot reach it) moves it on to the next member in
+// turn, so a
 // follower's "the leader is elsewhere" answer is followed to whichever member
 // leads. After a full round without an answer it backs off (exponential with
 // full jitter from MinBackoff to MaxBackoff, at least the Retry-After the
@@ -138,8 +139,8 @@ type request struct {
 	timeout      time.Duration
 }
 
-// do sends req to the members in turn until one answers with a status other
-// than 503, backing off after each full round, until ctx ends (then an error
+// do sends req to the members in turn until one answers other than a
+// retryable 503, backing off after each full round, until ctx ends (then an error
 // wrapping ErrUnavailable and naming the last failure).
 func (c *Client) do(ctx context.Context, req request) (*Response, error) {
 	var last error
@@ -152,7 +153,7 @@ func (c *Client) do(ctx context.Context, req request) (*Response, error) {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("%w: %v (last: %v)", ErrUnavailable, ctx.Err(), last)
 			}
-			if err == nil && resp.Status != http.StatusServiceUnavailable {
+			if err == nil && !retryable(resp) {
 				c.setCur(idx)
 				return resp, nil
 			}
@@ -180,6 +181,13 @@ func (c *Client) setCur(i int) {
 	c.mu.Lock()
 	c.cur = i
 	c.mu.Unlock()
+}
+
+// retryable is a 503 with Retry-After: no leader, or a member that cannot reach
+// it (a 503 without it, such as too few live brokers for a placement, is the
+// control plane's answer).
+func retryable(resp *Response) bool {
+	return resp.Status == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != ""
 }
 
 // backoff waits min(MaxBackoff, MinBackoff·2^round) scaled by the jitter, and

@@ -76,16 +76,17 @@ func TestRegisterHeartbeatSnapshotAndFeed(t *testing.T) {
 	_, srv := member(t)
 	c := newClient(t, Config{URLs: []string{srv.URL + "/"}})
 	ctx := ctxFor(t, 20*time.Second)
-	b, err := c.Register(ctx, meta.RegisterBroker{NodeID: "b1", StorageID: "s1", ClientAddr: "127.0.0.1:5000",
-		InternalAddr: "127.0.0.1:5001", Features: []string{"jump_hash_routing"}, MaxLevel: meta.BuildMaxLevel})
+	b, err := c.Register(ctx, Registration{RegisterBroker: meta.RegisterBroker{NodeID: "b1", StorageID: "s1",
+		ClientAddr: "127.0.0.1:5000", InternalAddr: "127.0.0.1:5001", Features: []string{"jump_hash_routing"},
+		MaxLevel: meta.BuildMaxLevel}, FeedCursor: 7})
 	if err != nil || b.NodeID != "b1" || b.Incarnation != 1 || b.ClientAddr != "127.0.0.1:5000" {
 		t.Fatalf("register: %+v %v", b, err)
 	}
-	if err := c.Heartbeat(ctx, meta.Heartbeat{NodeID: "b1"}); err != nil {
+	if err := c.Heartbeat(ctx, HeartbeatBody{Heartbeat: meta.Heartbeat{NodeID: "b1"}, FeedCursor: 7}); err != nil {
 		t.Fatalf("heartbeat: %v", err)
 	}
 	var api *APIError
-	if err := c.Heartbeat(ctx, meta.Heartbeat{NodeID: "b9"}); !errors.As(err, &api) || api.Status != 404 {
+	if err := c.Heartbeat(ctx, HeartbeatBody{Heartbeat: meta.Heartbeat{NodeID: "b9"}}); !errors.As(err, &api) || api.Status != 404 {
 		t.Fatalf("heartbeat of an unknown broker: %v", err)
 	}
 	snap, err := c.Snapshot(ctx)
@@ -131,7 +132,7 @@ func TestGoneAndRefused(t *testing.T) {
 	}
 	// An upgraded cluster (b1 registered twice) finalizes majority_ack; b2
 	// started with FELIX_INTERNAL_FENCE=false is refused with the seed's text.
-	reg := meta.RegisterBroker{NodeID: "b1", Features: []string{"generation_start", "majority_ack"}}
+	reg := Registration{RegisterBroker: meta.RegisterBroker{NodeID: "b1", Features: []string{"generation_start", "majority_ack"}}}
 	for range 2 {
 		if _, err := c.Register(ctx, reg); err != nil {
 			t.Fatal(err)
@@ -145,8 +146,8 @@ func TestGoneAndRefused(t *testing.T) {
 			t.Fatalf("finalize %s: %+v %v", f, resp, err)
 		}
 	}
-	_, err = c.Register(ctx, meta.RegisterBroker{NodeID: "b2", Features: []string{"generation_start"},
-		Settings: map[string]string{"FELIX_INTERNAL_FENCE": "false"}})
+	_, err = c.Register(ctx, Registration{RegisterBroker: meta.RegisterBroker{NodeID: "b2", Features: []string{"generation_start"},
+		Settings: map[string]string{"FELIX_INTERNAL_FENCE": "false"}}})
 	var ref *RefusedError
 	if !errors.Is(err, ErrRefused) || !errors.As(err, &ref) || ref.Status != 409 ||
 		!strings.Contains(ref.Message, "majority_ack") || !strings.Contains(ref.Message, "unset FELIX_INTERNAL_FENCE") {
@@ -206,6 +207,18 @@ func TestMembersInTurnAndBackoff(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("after the backoff: %v", err)
+	}
+	// A 503 without Retry-After (too few live brokers for a placement) is an
+	// answer, not retried.
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(503)
+		_, _ = w.Write([]byte(`{"code":"unavailable","message":"placement: 3 live brokers, replication factor 4"}`))
+	}))
+	t.Cleanup(plain.Close)
+	var api *APIError
+	if _, err := newClient(t, Config{URLs: []string{plain.URL}, Clock: clk}).Snapshot(ctx); !errors.As(err, &api) ||
+		api.Status != 503 || !strings.Contains(api.Message, "replication factor 4") || len(clk.Deadlines()) != 0 {
+		t.Fatalf("a 503 without Retry-After: %v", err)
 	}
 	// A context that ends while backing off is ErrUnavailable.
 	busy.Store(1 << 30)

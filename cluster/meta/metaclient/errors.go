@@ -13,8 +13,8 @@ var (
 	// is older than what the control plane keeps, or ahead of its state (a
 	// restore from an older snapshot); the broker reloads GET /v1/snapshot.
 	ErrGone = errors.New("metaclient: change feed cursor gone")
-	// ErrUnavailable matches a request no member answered (other than 503)
-	// before its context ended.
+	// ErrUnavailable matches a request no member answered (other than a 503
+	// with Retry-After) before its context ended.
 	ErrUnavailable = errors.New("metaclient: control plane unavailable")
 	// ErrRefused matches a 409 (*RefusedError).
 	ErrRefused = errors.New("metaclient: refused by the control plane")
