@@ -82,7 +82,7 @@ func (s *Server) handleReplicate(ctx context.Context, peer string, req proto.Int
 	if !ok {
 		return replicateError(corr, proto.InternalMalformed)
 	}
-	addr := logAddr(t.ref, t.log)
+	addr := core.LogAddr{Kind: core.ShardStream, Name: t.ref.Name, Shard: t.ref.Shard, Log: t.log}
 	a, named := s.owners.Lookup(t.ref)
 	member := named && containsNode(a.ReplicaSet, s.nodeID())
 	if !member && (!named || a.Generation < t.epoch) {
