@@ -1,12 +1,20 @@
 // Package raftnode runs the control plane's state machine (cluster/meta) on
-// hashicorp/raft v1.8.0 with a hashicorp/raft-wal v0.4.0 log store
+// hashicorp/raft v1.8.0 with a hashicorp/raft-wal v0.4.1 log store
 // (docs/controlplane.md, "Raft"; issue 17 item 1). It is not pure: raft runs
 // goroutines, the WAL and the snapshot store do I/O.
 //
 // A committed entry this build cannot read (meta.FatalError: an unknown
 // kind or metadata level) is logged and stops the member: the FSM applies
 // nothing after it, and the Node shuts its Raft down (Node.Stopped, Node.Err);
-// cmd/felix-controlplane (to come) exits non-zero on it.
+// cmd/felix-controlplane exits non-zero on it.
+//
+// Membership (issue 17 items 1 and 6): a member's Raft server id is
+// NODE_ID/STORAGE_ID (ServerID; the storage id is created once in its data
+// dir, LoadOrCreateStorageID), so a member that lost its disk comes back as
+// a new server; every node sends through a HoldTransport, which refuses
+// answers from another server id than the one asked and holds a voter that
+// reported a metadata level below the group's floor; AddMember (after
+// meta.CheckAddMember), RemoveMember and TransferLeadership change the group.
 package raftnode
 
 import (

@@ -73,7 +73,7 @@ func Start(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Dir, "wal"), 0o700); err != nil {
 		return nil, fmt.Errorf("raftnode: %w", err)
 	}
-	// raft-wal v0.4.0's WAL.Close leaves its meta DB (a bbolt file, locked)
+	// raft-wal v0.4.x's WAL.Close leaves its meta DB (a bbolt file, locked)
 	// open: the node keeps it and closes it itself, so a restart in the same
 	// process can open the directory again.
 	mdb := &metadb.BoltMetaDB{}
