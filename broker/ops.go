@@ -1,11 +1,14 @@
 package broker
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/pprof"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"felix/core"
 )
 
 // serverMetrics are the broker's own counters (the engine registers its own in the same set).
@@ -46,7 +49,8 @@ func newServerMetrics(set *metrics.Set) serverMetrics {
 // registerOps adds the operations endpoints (spec/config.md §7):
 //
 //	GET /live                200 "ok" for the whole process life, also while draining
-//	GET /ready               200 "ok" once serving; 503 "draining" after SIGTERM (and before ready)
+//	GET /ready               200 "ok" once serving (then a "damaged: ..." line per damaged shard);
+//	                         503 "draining" after SIGTERM (and before ready)
 //	GET /metrics             Prometheus text: broker, engine and Go runtime metrics
 //	GET /replication/halted  JSON list of halted replicas (replicate.go): [] on a single node
 //	/debug/pprof/...         Go profiler
@@ -65,6 +69,7 @@ func (s *Server) registerOps(mux *http.ServeMux) {
 			return
 		}
 		io.WriteString(w, "ok\n")
+		writeDamaged(w, s.engine.Damaged())
 	})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
@@ -79,4 +84,15 @@ func (s *Server) registerOps(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+}
+
+// writeDamaged is /ready's detail (issue 23): one line per stream shard whose log holds
+// damage, "damaged: stream <t/ns/s> shard <n>: <kind> in segment <file> at byte <pos>
+// (offset <o> unreadable)". The broker stays ready: it serves every other shard, and the
+// damaged one answers storage_failed.
+func writeDamaged(w io.Writer, damaged []*core.DamageError) {
+	for _, d := range damaged {
+		fmt.Fprintf(w, "damaged: stream %s shard %d: %s in segment %s at byte %d (offset %d unreadable)\n",
+			d.Stream, d.Shard, d.Kind, d.Segment, d.Position, d.Offset)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"felix/core"
+	"felix/proto"
 	"felix/seglog"
 )
 
@@ -32,9 +34,10 @@ func runUntilReady(t *testing.T, srv *Server, ctx context.Context) chan error {
 }
 
 // The issue-23 repro: a clean stop, one sector of the shard's segment zeroed
-// mid-file, a restart. The broker must refuse to start (as for a checksum
-// failure in the newest segment) naming DataAfterEnd, never cut the log.
-func TestStartRefusesZeroGapAfterCleanStop(t *testing.T) {
+// mid-file, a restart. The broker starts and serves (issue 23 item 2: one
+// damaged log takes down only its shard); the shard answers storage_failed
+// naming DataAfterEnd, /ready lists it, and the log is never cut.
+func TestStartWithZeroGapAfterCleanStopIsolatesTheShard(t *testing.T) {
 	dir := t.TempDir()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv, err := New(testConfig(t, dir), logger)
@@ -44,8 +47,10 @@ func TestStartRefusesZeroGapAfterCleanStop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := runUntilReady(t, srv, ctx)
-	if _, err := srv.catalog.CreateStream(Stream{TenantID: "default", Namespace: "default", Stream: "c", Shards: 1, Durable: true}, srv.ApplyCreate); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"c", "other"} {
+		if _, err := srv.catalog.CreateStream(Stream{TenantID: "default", Namespace: "default", Stream: name, Shards: 1, Durable: true}, srv.ApplyCreate); err != nil {
+			t.Fatal(err)
+		}
 	}
 	acks := make(chan error, 1)
 	for i := 0; i < 400; i++ {
@@ -77,16 +82,38 @@ func TestStartRefusesZeroGapAfterCleanStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv2, err := New(testConfig(t, dir), logger) // New opens the engine and the catalog's shards
-	if err == nil {
-		srv2.closeAll()
-		t.Fatal("the broker started over a zeroed sector after a clean stop")
+	if err != nil {
+		t.Fatalf("the broker refused to start over one damaged shard: %v", err)
 	}
-	// The reconciler's error keeps the text, not the type: the shard directory, segment and byte.
-	want := "seglog: DataAfterEnd in " + filepath.Dir(seg) + " segment 00000000000000000000 at byte "
-	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "non-zero data at byte") {
-		t.Fatalf("restart after a clean stop over a zeroed sector: %v, want %q", err, want)
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	done2 := runUntilReady(t, srv2, ctx2)
+	defer func() { cancel2(); <-done2 }()
+	publish := func(stream string) error {
+		req := &core.PublishRequest{Stream: streamName("default", "default", stream), Payloads: [][]byte{[]byte("after")}}
+		if err := srv2.engine.Publish(req, func(_ core.PublishResult, err error) { acks <- err }); err != nil {
+			return err
+		}
+		return <-acks
+	}
+	if err := publish("other"); err != nil {
+		t.Fatalf("publish to the other stream: %v", err)
+	}
+	err = publish("c")
+	if code, text := srv2.errorCode(err); code != proto.CodeStorageFailed || !strings.Contains(text, "DataAfterEnd in segment 00000000000000000000.log at byte ") ||
+		strings.Contains(text, dir) {
+		t.Fatalf("publish to the damaged shard: %s %q", code, text)
+	}
+	resp, err := http.Get("http://" + srv2.HTTPAddr().String() + "/ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "damaged: stream default/default/c shard 0: DataAfterEnd in segment 00000000000000000000.log at byte ") {
+		t.Fatalf("/ready: %d %q, want 200 listing the damaged shard", resp.StatusCode, body)
 	}
 	if after, _ := os.Stat(seg); after.Size() != st.Size() {
-		t.Fatalf("the refused start cut the segment: %d -> %d bytes", st.Size(), after.Size())
+		t.Fatalf("the start cut the damaged segment: %d -> %d bytes", st.Size(), after.Size())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"felix/seglog"
 )
@@ -106,4 +107,83 @@ func (s *streamShard) startVerify() {
 		}
 		_ = s.readFailed("startup check of sealed segments", err)
 	}()
+}
+
+// openDamaged is openStreamShard's answer to a record or producer-key log
+// that cannot open because its bytes are damaged (a *seglog.CorruptionError:
+// a bad record at the tail of the newest segment after a clean stop or under
+// fsync on_commit, a broken sealed segment past its last index entry...):
+// the shard opens unservable instead of failing the whole start (issue 23
+// item 2). Both logs are damagedLog placeholders answering the *DamageError,
+// the shard is marked damaged, publishes fail with it (the sticky failure,
+// set once the metrics exist) and subscriptions are refused with it; other
+// shards are untouched. `felix log repair` (offline) truncates the log to its
+// last valid record; the next open serves it. Reports false (nothing done)
+// for other errors.
+func (s *streamShard) openDamaged(err error) bool {
+	var ce *seglog.CorruptionError
+	if !errors.As(err, &ce) {
+		return false
+	}
+	d := &DamageError{Stream: s.name, Shard: s.index, Segment: seglog.SegmentFileName(uint64(max(ce.Segment, 0))),
+		Position: ce.Position, Offset: ce.Offset, Kind: ce.Kind, err: err}
+	s.records, s.producerLog = damagedLog{d}, damagedLog{d}
+	s.unservable = d
+	s.markDamaged(d, "open")
+	return true
+}
+
+// damagedLog stands in for a log that could not open (openDamaged): empty
+// (offsets 0), every read and write answers its *DamageError, nothing to close.
+type damagedLog struct{ err *DamageError }
+
+func (l damagedLog) EarliestOffset() uint64  { return 0 }
+func (l damagedLog) CommittedOffset() uint64 { return 0 }
+func (l damagedLog) NextOffset() uint64      { return 0 }
+func (l damagedLog) DurableOffset() uint64   { return 0 }
+func (l damagedLog) ReadCommitted(uint64, int, func(uint64, int64, []byte) bool) error {
+	return l.err
+}
+func (l damagedLog) Append([][]byte, int64, func(first, last uint64, err error)) error { return l.err }
+func (l damagedLog) Epochs() []seglog.Epoch                                            { return nil }
+func (l damagedLog) AddEpoch(uint64, uint64) error                                     { return l.err }
+func (l damagedLog) TruncateSuffix(uint64) error                                       { return l.err }
+func (l damagedLog) Reset(uint64) error                                                { return l.err }
+func (l damagedLog) AppendRecord(seglog.Record, func(first, last uint64, err error)) error {
+	return l.err
+}
+func (l damagedLog) ReadRaw(uint64, int, func(r *seglog.Record) bool) error { return l.err }
+func (l damagedLog) AppendAt(uint64, []seglog.Record, func(first, last uint64, err error)) error {
+	return l.err
+}
+func (l damagedLog) Compact([][]byte, int64, func(first, last uint64, err error)) error { return l.err }
+func (l damagedLog) writeAfter(shardLog) error                                          { return nil }
+func (l damagedLog) seglog() *seglog.Log                                                { return nil }
+func (l damagedLog) stateFile(string) (seglog.FS, string, bool)                         { return nil, "", false }
+func (l damagedLog) Close() error                                                       { return nil }
+
+var _ shardLog = damagedLog{}
+
+// Damaged lists the first damage found in each open stream shard's logs
+// (at open, by the startup check or by a read), sorted by stream and shard:
+// what the broker's /ready detail shows. Goroutine-safe.
+func (e *Engine) Damaged() []*DamageError {
+	var out []*DamageError
+	for _, meta := range *e.catalog.Load() {
+		for _, s := range meta.shards {
+			if s == nil {
+				continue
+			}
+			if d := s.damage.Load(); d != nil {
+				out = append(out, d)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if a, b := out[i].Stream.String(), out[j].Stream.String(); a != b {
+			return a < b
+		}
+		return out[i].Shard < out[j].Shard
+	})
+	return out
 }

@@ -167,3 +167,83 @@ func TestDamagedSealedSegmentTypedErrorAndMarked(t *testing.T) {
 		t.Fatalf("the damage is logged once per shard:\n%s", logs.String())
 	}
 }
+
+// badTailDir writes 20 records to each shard of a two-shard on_commit
+// stream, stops the engine cleanly and flips one payload byte of shard 0's
+// last record (a checksum mismatch at the tail of the newest segment, not a
+// torn write). It returns the data dir.
+func badTailDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	e, err := NewEngine(Config{Cores: 1, DataDir: dir, Fsync: FsyncOnCommit, NoPinning: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateStream(StreamSpec{Name: testStream, Shards: 2, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	for shard := range 2 {
+		for i := range 20 {
+			if _, err := publishSync(t, e, &PublishRequest{Stream: testStream, Shard: shard, Payloads: [][]byte{damageRecord(i)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(shardSegment(dir, 0), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff}, st.Size()-50); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// A bad record at the tail of one shard's newest segment (issue 23 item 2):
+// the stream opens, the other shard serves publishes and reads, the damaged
+// shard answers publishes and subscriptions with a *DamageError naming it,
+// shows in Engine.Damaged and felix_stream_damaged, and is logged at ERROR.
+func TestBadTailTakesDownOnlyItsShard(t *testing.T) {
+	dir := badTailDir(t)
+	logs := &syncBuffer{}
+	e, err := NewEngine(Config{Cores: 1, DataDir: dir, Fsync: FsyncOnCommit, NoPinning: true, PreviousRunClean: true,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	if err := e.CreateStream(StreamSpec{Name: testStream, Shards: 2, Durable: true}); err != nil {
+		t.Fatalf("open with one damaged shard: %v", err)
+	}
+	if got, err := readFrom(t, e, 1, 0, 20); err != nil || len(got) != 20 {
+		t.Fatalf("other shard: %v, %v", got, err)
+	}
+	if _, err := publishSync(t, e, &PublishRequest{Stream: testStream, Shard: 1, Payloads: [][]byte{damageRecord(20)}}); err != nil {
+		t.Fatalf("other shard publish: %v", err)
+	}
+	var de *DamageError
+	_, err = publishSync(t, e, &PublishRequest{Stream: testStream, Shard: 0, Payloads: [][]byte{damageRecord(20)}})
+	if !errors.As(err, &de) || de.Shard != 0 || de.Kind != seglog.CorruptRecordChecksum || de.Offset != 19 || strings.Contains(err.Error(), dir) {
+		t.Fatalf("publish to the damaged shard: %v", err)
+	}
+	_, err = e.Subscribe(SubscribeRequest{Stream: testStream, Shard: 0, Start: StartEarliest})
+	if !errors.As(err, &de) || !errors.Is(err, ErrStorageFailed) {
+		t.Fatalf("subscribe to the damaged shard: %v", err)
+	}
+	if d := e.Damaged(); len(d) != 1 || d[0].Shard != 0 || d[0].Stream != testStream {
+		t.Fatalf("Damaged() = %v", d)
+	}
+	waitMetric(t, e, fmt.Sprintf(`felix_stream_damaged{tenant=%q,namespace=%q,stream=%q,shard="0"} 1`,
+		testStream.Tenant, testStream.Namespace, testStream.Stream))
+	if out := logs.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "found_by=open") {
+		t.Fatalf("no ERROR line for the damaged shard:\n%s", out)
+	}
+}

@@ -55,7 +55,7 @@ func gappedStreamDir(t *testing.T) (string, int64) {
 
 // After a clean stop the engine refuses to open a record log whose segment
 // has a zero gap followed by records (seglog.CorruptDataAfterEnd; nothing
-// truncated); after a crash it truncates from the gap and logs a WARN naming
+// truncated; the shard opens unservable and answers with it); after a crash it truncates from the gap and logs a WARN naming
 // the bytes dropped.
 func TestZeroGapRefusedAfterCleanStopWarnedAfterCrash(t *testing.T) {
 	dir, size := gappedStreamDir(t)
@@ -63,10 +63,13 @@ func TestZeroGapRefusedAfterCleanStopWarnedAfterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = e.CreateStream(StreamSpec{Name: testStream, Shards: 1, Durable: true})
+	if err := e.CreateStream(StreamSpec{Name: testStream, Shards: 1, Durable: true}); err != nil {
+		t.Fatalf("reopen after a clean stop: %v (the damaged shard opens unservable)", err)
+	}
+	_, err = publishSync(t, e, &PublishRequest{Stream: testStream, Payloads: payloads("x", 1)})
 	var ce *seglog.CorruptionError
 	if !errors.As(err, &ce) || ce.Kind != seglog.CorruptDataAfterEnd || !errors.Is(err, ErrStorageFailed) {
-		t.Fatalf("reopen after a clean stop: %v, want DataAfterEnd", err)
+		t.Fatalf("publish after a clean stop: %v, want DataAfterEnd", err)
 	}
 	e.Close(context.Background())
 	var logs bytes.Buffer

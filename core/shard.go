@@ -70,6 +70,9 @@ type streamShard struct {
 	// goroutine); stopVerify cancels the startup check of its sealed segments.
 	damage     atomic.Pointer[DamageError]
 	stopVerify func()
+	// unservable is set when the logs could not open for damage
+	// (openDamaged): the shard refuses publishes and subscriptions with it.
+	unservable *DamageError
 }
 
 // inflightPublish is a durable publish staged in the log, waiting for its
@@ -101,7 +104,7 @@ func (c *core) openStreamShard(spec *StreamSpec, index int) (*streamShard, error
 	s.initOwner(c, s.failHeld, s.closeAndRemove)
 	s.producers = newProducerWindow(cfg.ProducerWindow)
 	if spec.Durable {
-		if err := s.openLogs(spec.logOptions()); err != nil {
+		if err := s.openLogs(spec.logOptions()); err != nil && !s.openDamaged(err) { // damage.go
 			return nil, err
 		}
 		s.durableLog = s.records
@@ -118,6 +121,9 @@ func (c *core) openStreamShard(spec *StreamSpec, index int) (*streamShard, error
 	}
 	s.metrics = newShardMetrics(cfg.Metrics, s)
 	c.shards[s] = struct{}{}
+	if s.unservable != nil {
+		s.fail(s.unservable)
+	}
 	return s, nil
 }
 

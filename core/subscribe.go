@@ -64,6 +64,9 @@ func (s *streamShard) subscribe(sub *Subscription, kind StartKind, offset uint64
 	if s.closed {
 		return ErrNotFound
 	}
+	if s.unservable != nil { // its log did not open (damage.go)
+		return s.unservable
+	}
 	earliest, next := s.earliestOffset(), s.nextOffset()
 	start := next
 	switch kind {

@@ -381,7 +381,7 @@ func (l *Log) scanNewest(s *segment, size int64) error {
 	// After a clean stop a gap followed by data is damage, not a torn write.
 	repairable := (r.torn || r.err == nil) && !(after != nil && l.opts.PreviousRunClean)
 	if !repairable && !l.opts.RepairChecksumTail {
-		return locate(bad, l.dir, int64(s.id), 0)
+		return locateOffset(bad, l.dir, s.id, r.next)
 	}
 	if after != nil {
 		l.recovery.DataAfterGapAt = after.NonZeroAt
