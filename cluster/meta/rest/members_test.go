@@ -88,7 +88,10 @@ func TestMembersAddTransferRemove(t *testing.T) {
 	if st, _ := call(t, a.srv, "POST", "/v1/members/leader", `{"id":"b"}`, &lb); st != 200 || lb.ID != string(b.node.ID) {
 		t.Fatalf("transfer: %d %+v", st, lb)
 	}
-	waitFor(t, "b leading", 10*time.Second, func() bool { return b.node.Raft.State() == raft.Leader })
+	waitFor(t, "b leading, and a knowing it", 10*time.Second, func() bool {
+		_, id := a.node.Raft.LeaderWithID()
+		return b.node.Raft.State() == raft.Leader && id == b.node.ID
+	})
 	expect(t, a.srv, "DELETE", "/v1/members/nobody", "", 404)
 	expect(t, a.srv, "DELETE", "/v1/members/a", "", 204)
 	if voters, _ := b.node.Voters(); fmt.Sprint(voters) != fmt.Sprint([]string{string(b.node.ID)}) {
