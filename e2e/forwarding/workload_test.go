@@ -178,7 +178,9 @@ func (r *run) cacheOps(ctx context.Context, cl *client.Client, name, cache strin
 		switch rng.IntN(4) {
 		case 0:
 			kind, in.Value = history.KindCachePut, history.Bytes(fmt.Sprintf("%s/%d", name, i))
-			call = func(c context.Context) (history.Output, error) { return history.Output{}, cl.Put(c, cache, key, in.Value, 0) }
+			call = func(c context.Context) (history.Output, error) {
+				return history.Output{}, cl.Put(c, cache, key, in.Value, 0)
+			}
 		case 1:
 			kind = history.KindCacheGet
 			call = func(c context.Context) (history.Output, error) {
