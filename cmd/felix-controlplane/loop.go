@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,8 +61,15 @@ func (m *member) memberLoop(h *rest.Handler) {
 }
 
 // reported tells whether the member's own state holds its level under its
-// server id.
+// server id; a member not (yet) a voter in its own configuration counts as
+// reported: the leader records a new member's level when it adds it, and a
+// wiped member waiting to be replaced would otherwise write an entry every
+// reportEvery.
 func (m *member) reported() bool {
+	voters, err := m.node.Voters()
+	if err != nil || !slices.Contains(voters, string(m.node.ID)) {
+		return true
+	}
 	for _, mb := range m.node.FSM.State().Members() {
 		if mb.ID == string(m.node.ID) {
 			return mb.Level == m.node.Level()
