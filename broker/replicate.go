@@ -38,7 +38,7 @@ type replication struct {
 	exited  sync.WaitGroup // waits for halted shippers to end (stopReplication)
 
 	mu       sync.Mutex
-	leaders  map[core.ShardRef]*leaderShard // running shippers, by shard
+	leaders  map[core.LogAddr]*leaderShard  // running shippers, by shard log
 	followed map[core.LogAddr]*followerMem  // the follower's volatile per-log state
 	halted   map[haltKey]HaltedReplica      // every halted (shard, log, follower)
 	stats    map[haltKey]*followerStats     // metrics, kept across a shard's generations
@@ -104,10 +104,10 @@ func (s *Server) startReplication() {
 		return
 	}
 	r.mu.Lock()
-	r.leaders, r.followed = map[core.ShardRef]*leaderShard{}, map[core.LogAddr]*followerMem{}
+	r.leaders, r.followed = map[core.LogAddr]*leaderShard{}, map[core.LogAddr]*followerMem{}
 	r.halted, r.stats = map[haltKey]HaltedReplica{}, map[haltKey]*followerStats{}
 	r.mu.Unlock()
-	for _, k := range []proto.Kind{proto.KindReplicateRecords, proto.KindReplicateBootstrap, proto.KindReplicateRebuild, proto.KindFence} {
+	for _, k := range replicatedKinds() { // every log's records and bootstrap kinds (replicate_logs.go)
 		in.Dispatcher.Register(k, s.handleReplicate)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -134,7 +134,7 @@ func (s *Server) stopReplication() {
 	r.stop = nil
 	r.mu.Lock()
 	leaders := r.leaders
-	r.leaders = map[core.ShardRef]*leaderShard{}
+	r.leaders = map[core.LogAddr]*leaderShard{}
 	r.mu.Unlock()
 	for _, l := range leaders {
 		l.halt()
@@ -209,61 +209,66 @@ type leaderWant struct {
 	quorum     bool
 }
 
-// plan starts the shippers of every shard this node leads (open here as leader at the
-// table's generation, with a non-empty replica set and a durable stream) and stops the
-// others: a shard that became a follower, moved, closed or changed generation or
-// replica set stops its shippers (a new generation starts new ones).
+// plan starts the shippers of every log of every shard this node leads (open here as
+// leader at the table's generation, with a non-empty replica set, durable; a stream
+// shard's four logs, a cache shard's two: replicate_logs.go) and stops the others: a
+// shard that became a follower, moved, closed or changed generation or replica set stops
+// its shippers (a new generation starts new ones).
 func (r *replication) plan(ctx context.Context) {
 	s := r.srv
-	want := map[core.ShardRef]leaderWant{}
+	want := map[core.LogAddr]leaderWant{}
 	owners, _ := s.owners.Snapshot()
+	durability := shardDurability{srv: s}
 	for _, st := range s.engine.Shards() {
 		a, ok := owners[st.Ref]
-		if st.Ref.Kind != core.ShardStream || st.Role != core.RoleLeader || !ok || a.Leader != s.nodeID() ||
-			a.Generation != st.Generation {
+		if st.Role != core.RoleLeader || !ok || a.Leader != s.nodeID() || a.Generation != st.Generation {
 			continue
 		}
 		if len(a.ReplicaSet) == 0 {
-			detachReopened(s, st.Ref)
+			if st.Ref.Kind == core.ShardStream {
+				detachReopened(s, st.Ref)
+			}
 			continue
 		}
-		info, err := s.engine.StreamInfo(st.Ref.Name)
-		if err != nil || !info.Spec.Durable {
+		durable, quorum, ok := durability.of(st.Ref)
+		if !ok || !durable {
 			continue
 		}
-		want[st.Ref] = leaderWant{gen: st.Generation, replicaSet: a.ReplicaSet, quorum: info.Spec.Consistency == core.ConsistencyQuorum}
+		for _, log := range shardLogs(st.Ref.Kind) {
+			want[logAddr(st.Ref, log)] = leaderWant{gen: st.Generation, replicaSet: a.ReplicaSet, quorum: quorum && gatesRelease(log)}
+		}
 	}
 	r.mu.Lock()
 	var stop []*leaderShard
-	for ref, l := range r.leaders {
-		if w, ok := want[ref]; !ok || w.gen != l.gen || !sameSet(w.replicaSet, l.replicaSet) {
+	for addr, l := range r.leaders {
+		if w, ok := want[addr]; !ok || w.gen != l.gen || !sameSet(w.replicaSet, l.replicaSet) {
 			stop = append(stop, l)
-			delete(r.leaders, ref)
+			delete(r.leaders, addr)
 		}
 	}
 	r.mu.Unlock()
 	for _, l := range stop {
 		l.halt()
-		if l.quorum {
+		if l.quorum && l.addr.Log == proto.LogStream {
 			_ = s.engine.SetReplicated(l.ref, false) // still leading without a replica set: release at commit
 		}
 		r.exited.Add(1)
 		go func() { defer r.exited.Done(); l.wait() }() // not holding up the shippers started next
 	}
-	for ref, w := range want {
+	for addr, w := range want {
 		r.mu.Lock()
-		_, running := r.leaders[ref]
+		_, running := r.leaders[addr]
 		r.mu.Unlock()
 		if running {
 			continue
 		}
-		l, err := r.startLeader(ctx, ref, w)
+		l, err := r.startLeader(ctx, addr, w)
 		if err != nil {
-			s.log.Warn("replication: shippers not started (retried on the next reconcile pass)", "shard", ref.String(), "err", err)
+			s.log.Warn("replication: shippers not started (retried on the next reconcile pass)", "log", addr.String(), "err", err)
 			continue
 		}
 		r.mu.Lock()
-		r.leaders[ref] = l
+		r.leaders[addr] = l
 		r.mu.Unlock()
 	}
 }

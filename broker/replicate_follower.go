@@ -60,7 +60,7 @@ func targetOf(req proto.InternalMessage) (replicaTarget, bool) {
 	if uint64(sr.Shard) > math.MaxInt32 {
 		return t, false
 	}
-	t.ref = core.ShardRef{Kind: core.ShardStream, Name: core.StreamName{Tenant: string(sr.Tenant),
+	t.ref = core.ShardRef{Kind: shardKindOf(t.log), Name: core.StreamName{Tenant: string(sr.Tenant),
 		Namespace: string(sr.Namespace), Stream: string(sr.Name)}, Shard: int(sr.Shard)}
 	return t, true
 }
@@ -82,7 +82,7 @@ func (s *Server) handleReplicate(ctx context.Context, peer string, req proto.Int
 	if !ok {
 		return replicateError(corr, proto.InternalMalformed)
 	}
-	addr := core.LogAddr{Kind: core.ShardStream, Name: t.ref.Name, Shard: t.ref.Shard, Log: t.log}
+	addr := logAddr(t.ref, t.log)
 	a, named := s.owners.Lookup(t.ref)
 	member := named && containsNode(a.ReplicaSet, s.nodeID())
 	if !member && (!named || a.Generation < t.epoch) {
@@ -200,7 +200,7 @@ func (r *replication) followerState(s *Server, addr core.LogAddr, st core.Replic
 	for i, e := range st.Epochs {
 		eps[i] = replica.Epoch{Generation: e.Generation, StartOffset: e.StartOffset}
 	}
-	return replica.FollowerState{Kind: replica.ShardStream, Log: addr.Log, Member: member,
+	return replica.FollowerState{Kind: addr.Kind, Log: addr.Log, Member: member,
 		HasLog: st.Tail > 0 || st.Earliest > 0, Start: st.Earliest, Tail: st.Tail, Durable: st.Durable,
 		Epochs: eps, Ballot: ballot, Records: replicaReader{e: s.engine, addr: addr}, Compared: compared}, mem
 }

@@ -57,11 +57,12 @@ type leaderShard struct {
 	wg     sync.WaitGroup
 }
 
-// startLeader attaches the replica set (Quorum) and starts one shipper per follower.
-func (r *replication) startLeader(parent context.Context, ref core.ShardRef, w leaderWant) (*leaderShard, error) {
+// startLeader attaches the replica set (a Quorum stream's records log) and starts one
+// shipper per follower of the shard's log addr.
+func (r *replication) startLeader(parent context.Context, addr core.LogAddr, w leaderWant) (*leaderShard, error) {
 	s := r.srv
-	addr := core.LogAddr{Kind: core.ShardStream, Name: ref.Name, Shard: ref.Shard, Log: proto.LogStream}
-	if w.quorum {
+	ref := addr.Ref()
+	if w.quorum && addr.Log == proto.LogStream {
 		if err := s.engine.SetReplicated(ref, true); err != nil {
 			return nil, err
 		}
@@ -123,7 +124,7 @@ func (l *leaderShard) advance(durable uint64, follower string, acked uint64) {
 	if !l.quorum || mark <= l.released {
 		return
 	}
-	if err := l.srv.engine.Release(l.ref.Name, l.ref.Shard, mark); err != nil {
+	if err := l.srv.engine.ReleaseReplica(l.addr, mark); err != nil { // the records' or the producer keys' mark
 		l.srv.log.Warn("replication: release failed", "shard", l.ref.String(), "mark", mark, "err", err)
 		return
 	}
@@ -237,7 +238,7 @@ const replicaStreams = 8
 func (f *follower) orderKey() transport.OrderKey {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(f.l.ref.String()))
-	return transport.OrderKey{Shard: "replication/" + strconv.Itoa(int(h.Sum32()%replicaStreams)), Log: f.l.addr.Log}
+	return transport.OrderKey{Shard: "replication/" + strconv.Itoa(int(h.Sum32()%replicaStreamsOf(f.l.addr.Log))), Log: f.l.addr.Log}
 }
 
 // send pipelines what the shipper asks for while its window allows; it returns when to

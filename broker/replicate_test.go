@@ -380,10 +380,11 @@ func replPeer(t *testing.T, id string) *transport.Pool {
 	return p
 }
 
-// metricValue is the value of the series name whose labels mention follower (0 if absent).
+// metricValue is the value of the records log's series name whose labels mention
+// follower (0 if absent).
 func metricValue(text, name, follower string) float64 {
 	for _, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(line, name+"{") && strings.Contains(line, follower) {
+		if strings.HasPrefix(line, name+"{") && strings.Contains(line, follower) && strings.Contains(line, `log="stream"`) {
 			var v float64
 			if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
 				return v
@@ -456,10 +457,6 @@ func TestReplicationRefusalsAndHalt(t *testing.T) {
 	junk := replBatch(1, 2, "x")
 	junk.Payloads = [][]byte{[]byte("not a record")}
 	wantReplicateError(t, "a payload that is not a record", c.replRequest(lead, 2, junk), proto.InternalMalformed)
-	rebuild := &proto.ReplicateRebuild{Shard: junk.Shard, Log: proto.LogCounters, Generation: 1}
-	if ans, ok := c.replRequest(lead, 2, rebuild).(*proto.UnsupportedKind); !ok || ans.RefusedKind != proto.KindReplicateRebuild {
-		t.Fatalf("rebuild of a log not replicated yet answered %#v", ans)
-	}
 	fence := &proto.Fence{Shard: junk.Shard, Log: proto.LogStream, Generation: 1}
 	if ans, ok := c.replRequest(lead, 2, fence).(*proto.FenceOk); !ok || ans.DurableOffset != 2 || ans.Generation != 1 {
 		t.Fatalf("fence answered %#v, want FenceOk durable_offset 2", ans)
