@@ -186,6 +186,15 @@ func (h *HoldTransport) identity(id raft.ServerID, target raft.ServerAddress, hd
 	return err
 }
 
+// checked runs call (one RPC to id at target) and then checks that the
+// answer's header, *hdr, names id.
+func (h *HoldTransport) checked(id raft.ServerID, target raft.ServerAddress, hdr *raft.RPCHeader, call func() error) error {
+	if err := call(); err != nil {
+		return err
+	}
+	return h.identity(id, target, *hdr)
+}
+
 // AppendEntries waits while id is held, sends, and checks the answer's
 // identity.
 func (h *HoldTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest,
@@ -193,10 +202,7 @@ func (h *HoldTransport) AppendEntries(id raft.ServerID, target raft.ServerAddres
 	if err := h.waitReleased(id); err != nil {
 		return err
 	}
-	if err := h.Transport.AppendEntries(id, target, args, resp); err != nil {
-		return err
-	}
-	return h.identity(id, target, resp.RPCHeader)
+	return h.checked(id, target, &resp.RPCHeader, func() error { return h.Transport.AppendEntries(id, target, args, resp) })
 }
 
 // InstallSnapshot waits while id is held, sends, and checks the answer's
@@ -206,20 +212,14 @@ func (h *HoldTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAddr
 	if err := h.waitReleased(id); err != nil {
 		return err
 	}
-	if err := h.Transport.InstallSnapshot(id, target, args, resp, data); err != nil {
-		return err
-	}
-	return h.identity(id, target, resp.RPCHeader)
+	return h.checked(id, target, &resp.RPCHeader, func() error { return h.Transport.InstallSnapshot(id, target, args, resp, data) })
 }
 
 // RequestVote sends and checks the answer's identity (a vote from a new
 // storage identity is not the old server's vote).
 func (h *HoldTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest,
 	resp *raft.RequestVoteResponse) error {
-	if err := h.Transport.RequestVote(id, target, args, resp); err != nil {
-		return err
-	}
-	return h.identity(id, target, resp.RPCHeader)
+	return h.checked(id, target, &resp.RPCHeader, func() error { return h.Transport.RequestVote(id, target, args, resp) })
 }
 
 // RequestPreVote is RequestVote's pre-vote (raft.WithPreVote; an error when
@@ -230,19 +230,13 @@ func (h *HoldTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddre
 	if !ok {
 		return errors.New("raftnode: the wrapped transport has no pre-vote")
 	}
-	if err := pv.RequestPreVote(id, target, args, resp); err != nil {
-		return err
-	}
-	return h.identity(id, target, resp.RPCHeader)
+	return h.checked(id, target, &resp.RPCHeader, func() error { return pv.RequestPreVote(id, target, args, resp) })
 }
 
 // TimeoutNow sends and checks the answer's identity.
 func (h *HoldTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest,
 	resp *raft.TimeoutNowResponse) error {
-	if err := h.Transport.TimeoutNow(id, target, args, resp); err != nil {
-		return err
-	}
-	return h.identity(id, target, resp.RPCHeader)
+	return h.checked(id, target, &resp.RPCHeader, func() error { return h.Transport.TimeoutNow(id, target, args, resp) })
 }
 
 // AppendEntriesPipeline is not supported: raft falls back to AppendEntries,
