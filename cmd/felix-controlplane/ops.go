@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/hashicorp/raft"
-
 )
 
 // opsHandler serves the metrics listener (spec/config.md §7): /live is 200
@@ -76,4 +75,3 @@ func (m *member) writeMetrics(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "felix_meta_raft_member_below_floor{member=%q} %d\n", v, b)
 	}
 }
-

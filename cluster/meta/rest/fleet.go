@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-
 	"felix/cluster/meta"
 )
 
