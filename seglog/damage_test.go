@@ -92,3 +92,61 @@ func TestDamagedSealedSegmentVerifiedAndReadAround(t *testing.T) {
 		t.Fatalf("VerifySealed with a cancelled context: %v", err)
 	}
 }
+
+// Repair (issue 23 item 2, `felix log repair`) cuts a bad record at the
+// newest segment's tail: the dropped bytes land in the side file first, the
+// log then opens after a clean stop with every record before the damage,
+// and a second Repair finds it whole. Damage in a sealed segment is refused
+// with ErrRepairSealed and nothing changes.
+func TestRepairCutsTheBadTailAndSavesIt(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{Dir: dir, FsyncMode: FsyncOnCommit, PreviousRunClean: true}
+	d := NewDisk(newRing(t), nil)
+	l, err := d.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if r := appendWait(t, d, l, 1, bytes.Repeat([]byte{byte('a' + i)}, 200)); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	l.Close()
+	seg := filepath.Join(dir, SegmentFileName(0))
+	last := int64(SegmentHeaderLen + 9*(RecordHeaderLen(WriteVersion)+200))
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff}, last+int64(RecordHeaderLen(WriteVersion))+7); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	before, _ := os.ReadFile(seg)
+	if _, err := d.Open(opts); !errors.Is(err, ErrCorruption) {
+		t.Fatalf("open over the bad tail after a clean stop: %v, want a corruption refusal", err)
+	}
+	var out bytes.Buffer
+	res, err := Repair(dir, &out, ToolOptions{})
+	if err != nil || !res.Repaired || res.At != last || res.DroppedBytes != int64(len(before))-last || res.DroppedRecords != 1 {
+		t.Fatalf("Repair: %+v %v", res, err)
+	}
+	if saved, err := os.ReadFile(res.SideFile); err != nil || !bytes.Equal(saved, before[last:]) {
+		t.Fatalf("side file %s: %d bytes, %v; want the %d dropped bytes", res.SideFile, len(saved), err, len(before)-int(last))
+	}
+	if l, err = d.Open(opts); err != nil {
+		t.Fatalf("open after the repair: %v", err)
+	}
+	if got := readAll(t, l, 0); len(got) != 9 || got[8].payload != string(bytes.Repeat([]byte{'i'}, 200)) {
+		t.Fatalf("after the repair: %d records", len(got))
+	}
+	l.Close()
+	if res, err := Repair(dir, &out, ToolOptions{}); err != nil || res.Repaired {
+		t.Fatalf("second Repair: %+v %v", res, err)
+	}
+	sealed, _, _ := damagedSealedLog(t)
+	sealed.Close()
+	if _, err := Repair(sealed.Dir(), &out, ToolOptions{}); !errors.Is(err, ErrRepairSealed) || !errors.Is(err, ErrCorruption) {
+		t.Fatalf("Repair over a damaged sealed segment: %v", err)
+	}
+}

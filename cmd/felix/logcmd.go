@@ -20,10 +20,11 @@ func (a *app) logCommand() *cobra.Command {
 		Use:   "log",
 		Short: "Inspect, verify and dump a segment log on disk (no broker needed)",
 		Long: `Offline tools over one log directory (a shard's FLSG segments and FLSI indexes,
-docs/storage-format.md). They only read. Stop the broker first or expect a moving tail.`,
+docs/storage-format.md). inspect, verify and dump only read: stop the broker first or expect
+a moving tail. repair writes, and refuses while a broker holds the data dir.`,
 		RunE: groupRunE,
 	}
-	cmd.AddCommand(a.logInspect(), a.logVerify(), a.logDump())
+	cmd.AddCommand(a.logInspect(), a.logVerify(), a.logDump(), a.logRepair())
 	for _, sub := range cmd.Commands() {
 		f := sub.Flags()
 		f.String("data-dir", a.env("felix-data", "FELIX_DURABLE_STORAGE_DIR"), "with --stream: the broker's data dir")
