@@ -37,7 +37,7 @@ const discoverPoll = 200 * time.Millisecond
 func (m *member) ownIdentity() rest.IdentityBody {
 	node, storage := raftnode.SplitServerID(m.serverID)
 	return rest.IdentityBody{NodeID: node, StorageID: storage, ServerID: string(m.serverID), Level: meta.BuildMaxLevel,
-		RaftAddr: m.cfg.raftBind, HasState: m.hasState}
+		RaftAddr: m.cfg.raftBind, HasState: m.hasState, KeyFingerprint: m.keys.Fingerprint()}
 }
 
 // bootstrapServers decides the group to bootstrap: nil when the data dir
@@ -74,26 +74,34 @@ func (m *member) bootstrapServers(ctx context.Context) ([]raft.Server, error) {
 }
 
 // askPeers asks every peer once: decided with the servers when all answered
-// without state, decided with nil when one holds state.
+// without state, decided with nil when one holds state. Once decided it warns
+// of a peer holding another tenant-key secret.
 func (m *member) askPeers(ctx context.Context) (servers []raft.Server, decided bool, err error) {
+	var idents []rest.IdentityBody
 	for _, p := range m.cfg.peers {
 		ident := m.ownIdentity()
 		if p.id != m.cfg.nodeID {
-			url := m.memberURL(raft.ServerID(p.id))
-			if ident, err = fetchIdentity(ctx, url); err != nil {
+			if ident, err = fetchIdentity(ctx, m.memberURL(raft.ServerID(p.id))); err != nil {
 				return nil, false, nil
 			}
 		}
-		switch {
-		case ident.NodeID != p.id || ident.StorageID == "":
+		if ident.NodeID != p.id || ident.StorageID == "" {
 			return nil, true, fmt.Errorf("peer %s answers as node %q storage %q at its FELIX_CONTROLPLANE_PEER_URLS entry", p.id,
 				ident.NodeID, ident.StorageID)
-		case ident.HasState:
+		}
+		idents = append(idents, ident)
+		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(ident.ServerID), Address: raft.ServerAddress(p.addr)})
+	}
+	for _, ident := range idents {
+		if ident.KeyFingerprint != m.keys.Fingerprint() {
+			m.log.Warn("a peer holds another tenant-key secret: the members will publish different JWKS; copy one "+
+				rest.KeySecretFile+" file to every member", "peer", ident.ServerID)
+		}
+		if ident.HasState {
 			m.log.Info("a peer already holds Raft state: starting without bootstrapping (fed by the leader, or added by the operator)",
 				"peer", ident.ServerID, "server_id", string(m.serverID))
-			return nil, true, nil
+			servers = nil
 		}
-		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(ident.ServerID), Address: raft.ServerAddress(p.addr)})
 	}
 	return servers, true, nil
 }

@@ -86,6 +86,7 @@ type member struct {
 	serverID raft.ServerID // NODE_ID/STORAGE_ID
 	hasState bool          // the data dir held Raft state at start
 	token    string
+	keys     *rest.TenantKeys
 	node     *raftnode.Node
 	running  atomic.Pointer[raftnode.Node] // node, for the listeners started before it
 	handler  atomic.Pointer[http.Handler]  // the REST API once Raft runs
@@ -128,7 +129,7 @@ func start(cfg *config, log hclog.Logger) (*member, error) {
 		return nil, err
 	}
 	h := http.Handler(rest.New(rest.Config{Node: m.node, Token: m.token, AuthOff: cfg.authOff, MemberURL: m.memberURL,
-		ChangesLimit: cfg.changesLimit, Logger: log.Named("rest")}))
+		Keys: m.keys, ChangesLimit: cfg.changesLimit, Logger: log.Named("rest")}))
 	m.handler.Store(&h)
 	m.running.Store(m.node)
 	go m.memberLoop(h.(*rest.Handler))
@@ -154,6 +155,17 @@ func (m *member) openDataDir() error {
 	}
 	if created {
 		m.log.Info("new storage identity: this member is a new Raft server", "server_id", string(m.serverID))
+	}
+	secret, created, err := rest.LoadOrCreateKeySecret(cfg.dataDir)
+	if err != nil {
+		return err
+	}
+	if created {
+		m.log.Info("wrote a new tenant-key secret: every member of the group needs the same file", "file",
+			cfg.dataDir+"/"+rest.KeySecretFile)
+	}
+	if m.keys, err = rest.OpenTenantKeys(cfg.dataDir, secret, nil); err != nil {
+		return err
 	}
 	if cfg.authOff {
 		m.log.Warn("FELIX_AUTH=off: writes to the control plane need no admin token (never in production)")

@@ -31,8 +31,10 @@ func startGroup(t *testing.T, n int, tok string) []*cpMember {
 	var peers, urls []string
 	for i := 1; i <= n; i++ {
 		m := &cpMember{id: fmt.Sprintf("cp%d", i), bind: freeAddr(t), raft: freeAddr(t), metrics: freeAddr(t), dir: t.TempDir()}
-		if err := os.WriteFile(filepath.Join(m.dir, rest.TokenFile), []byte(tok+"\n"), 0o600); err != nil {
-			t.Fatal(err)
+		for name, v := range map[string]string{rest.TokenFile: tok, rest.KeySecretFile: strings.Repeat("5e", 32)} {
+			if err := os.WriteFile(filepath.Join(m.dir, name), []byte(v+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
 		peers, urls = append(peers, m.id+"@"+m.raft), append(urls, m.id+"@"+m.base())
 		ms = append(ms, m)
@@ -155,6 +157,7 @@ func TestThreeMembersTransferRemoveReAdd(t *testing.T) {
 	ms := startGroup(t, 3, tok)
 	mb := waitMembers(t, ms, ms[0], "three members at this level", allAt(3))
 	post(t, ms[1].base(), tok, "/v1/tenants", `{"tenant_id":"t1"}`, 201)
+	sameJWKS(t, ms, "t1")
 	target := ms[0]
 	if byNode(ms, mb.Leader) == target {
 		target = ms[1]
@@ -180,6 +183,23 @@ func TestThreeMembersTransferRemoveReAdd(t *testing.T) {
 	post(t, target.base(), tok, "/v1/tenants", `{"tenant_id":"t2"}`, 201)
 	waitTenant(t, ms, y, "t2")
 	wipedRejoins(t, ms, target, y, tok)
+}
+
+// sameJWKS checks that every member publishes the same one-key JWKS for
+// tenant (each derives it from the shared tenant-key secret).
+func sameJWKS(t *testing.T, ms []*cpMember, tenant string) {
+	t.Helper()
+	var first string
+	for _, m := range ms {
+		waitTenant(t, ms, m, tenant)
+		doc := get(t, m.base()+"/v1/tenants/"+tenant+"/.well-known/jwks.json")
+		if first == "" {
+			first = doc
+		}
+		if doc != first || strings.Count(doc, `"kid"`) != 1 {
+			t.Fatalf("%s's JWKS %s, cp1's %s", m.id, doc, first)
+		}
+	}
 }
 
 // waitTenant waits until m's own state holds tenant.
@@ -224,6 +244,7 @@ func wipedRejoins(t *testing.T, ms []*cpMember, leader, y *cpMember, tok string)
 	if !hasTenantAt(y, "t1") {
 		t.Fatal("the new server did not catch up from the start")
 	}
+	sameJWKS(t, ms, "t1")
 	if out, code := runAdmin(t, y.base(), tok, "members"); code != 0 || !strings.Contains(out, ident.StorageID) || !strings.Contains(out, "HELD") {
 		t.Fatalf("admin members: %d\n%s", code, out)
 	}

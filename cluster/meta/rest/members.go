@@ -20,7 +20,8 @@ import (
 // "Raft"): its node id, the storage identity of its data dir, its Raft server
 // id (NODE_ID/STORAGE_ID), the metadata level its build reports, its Raft
 // address, and whether its data dir held Raft state (a log or snapshot), which
-// a member about to bootstrap a group with FELIX_CONTROLPLANE_PEERS reads.
+// a member about to bootstrap a group with FELIX_CONTROLPLANE_PEERS reads,
+// and the fingerprint of its tenant-key secret.
 type IdentityBody struct {
 	NodeID    string     `json:"node_id"`
 	StorageID string     `json:"storage_id"`
@@ -28,6 +29,8 @@ type IdentityBody struct {
 	Level     meta.Level `json:"level"`
 	RaftAddr  string     `json:"raft_addr"`
 	HasState  bool       `json:"has_state"`
+	// KeyFingerprint is TenantKeys.Fingerprint ("" without tenant keys).
+	KeyFingerprint string `json:"key_fingerprint,omitempty"`
 }
 
 // IdentityHandler serves GET /v1/identity from id (cmd/felix-controlplane
@@ -98,8 +101,12 @@ func (h *Handler) identity() IdentityBody {
 	n := h.cfg.Node
 	node, storage := raftnode.SplitServerID(n.ID)
 	cfg := n.Raft.GetConfiguration().Configuration()
-	return IdentityBody{NodeID: node, StorageID: storage, ServerID: string(n.ID), Level: n.Level(),
+	id := IdentityBody{NodeID: node, StorageID: storage, ServerID: string(n.ID), Level: n.Level(),
 		RaftAddr: string(n.Hold.LocalAddr()), HasState: n.Raft.LastIndex() > 0 || len(cfg.Servers) > 0}
+	if h.cfg.Keys != nil {
+		id.KeyFingerprint = h.cfg.Keys.Fingerprint()
+	}
+	return id
 }
 
 // members serves GET /v1/members; a follower that knows the leader's URL

@@ -77,6 +77,9 @@ type Config struct {
 	Client *http.Client
 	// Logger receives failures (nil = discard).
 	Logger hclog.Logger
+	// Keys holds the tenants' signing keys (OpenTenantKeys): JWKS and token
+	// issue; nil answers those paths 404.
+	Keys *TenantKeys
 }
 
 // Handler is the REST API of one control-plane member (package doc).
@@ -129,6 +132,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /v1/brokers/{id}/heartbeat", h.write(h.heartbeat))
 	m.HandleFunc("POST /v1/reports", h.write(h.report))
 	h.memberRoutes()
+	h.keyRoutes()
 	m.HandleFunc("GET /v1/fleet/features", h.features)
 	m.HandleFunc("POST /v1/fleet/features/{name}/finalize", h.write(h.finalize))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

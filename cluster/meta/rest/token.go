@@ -20,7 +20,12 @@ const TokenFile = "admin-token"
 // wrote the file. Errors: the file's I/O; an empty or group/world-readable
 // token file is refused (fix its mode or remove it).
 func LoadOrCreateToken(dir string) (token string, created bool, err error) {
-	path := filepath.Join(dir, TokenFile)
+	return loadOrCreateSecret(dir, TokenFile)
+}
+
+// loadOrCreateSecret is LoadOrCreateToken for the file dir/name.
+func loadOrCreateSecret(dir, name string) (token string, created bool, err error) {
+	path := filepath.Join(dir, name)
 	data, err := os.ReadFile(path)
 	if err == nil {
 		fi, serr := os.Stat(path)
