@@ -153,8 +153,9 @@ func (r replicaLog) followed() {
 // whenDurable runs fn on the core once l's durable_offset reaches offset: through the
 // owner's OnDurable for its main log; else at once when it has, through one fdatasync
 // (SyncNow) on a follower whose log holds the records already, or by looking again every
-// Config.FsyncInterval (a leader's wake-up for new records of a companion log). fn never
-// runs when the owner closes first.
+// Config.FsyncInterval (a leader's wake-up for new records of a companion log), for at
+// most whenDurablePolls looks: a waiter whose shipper stopped is not kept for good (the
+// shipper looks again on its own every 100 ms). fn never runs when the owner closes first.
 func (r replicaLog) whenDurable(l shardLog, o *logOwner, follower bool, offset uint64, fn func()) {
 	switch {
 	case o.durableLog == l:
@@ -176,14 +177,20 @@ func (r replicaLog) whenDurable(l shardLog, o *logOwner, follower bool, offset u
 	}
 	c := r.c
 	t := &coreTimer{index: -1}
+	looks := 0
 	t.fn = func(now int64) {
+		looks++
 		switch {
 		case o.closed:
 		case l.DurableOffset() >= offset:
 			fn()
-		default:
+		case looks < whenDurablePolls:
 			c.timers.schedule(t, now+int64(c.engine.cfg.FsyncInterval))
 		}
 	}
 	c.timers.schedule(t, c.clock.MonoNanos()+int64(c.engine.cfg.FsyncInterval))
 }
+
+// whenDurablePolls bounds how often whenDurable looks again at a companion log (about
+// 30 s at the default 250 ms FsyncInterval).
+const whenDurablePolls = 120
