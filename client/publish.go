@@ -110,7 +110,9 @@ type PublishResult struct {
 // records of different keys may be reordered against each other. An idempotent publisher
 // keeps the order of one key across a lost connection too: the batches in flight on the dead
 // connection are sent again, in the order they were first sent, before any later batch.
-// Close it to flush.
+// With PublisherOptions.Direct there is one request stream per shard owner (a key always
+// maps to one of them between route changes, and a route change waits for the batches in
+// flight), so the same order holds per key. Close it to flush.
 type Publisher struct {
 	c          *Client
 	stream     string

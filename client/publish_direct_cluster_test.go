@@ -9,9 +9,8 @@ import (
 	"testing"
 )
 
-// metricSum sums every series of metric name (labelled or not) on b's /metrics (0 when
-// absent).
-func metricSum(t *testing.T, b *testBroker, name string) float64 {
+// metricsBody is b's /metrics text.
+func metricsBody(t *testing.T, b *testBroker) string {
 	t.Helper()
 	resp, err := http.Get("http://" + b.info.HTTPAddr + "/metrics")
 	if err != nil {
@@ -22,8 +21,15 @@ func metricSum(t *testing.T, b *testBroker, name string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return string(body)
+}
+
+// metricSum sums every series of metric name (labelled or not) on b's /metrics (0 when
+// absent).
+func metricSum(t *testing.T, b *testBroker, name string) float64 {
+	t.Helper()
 	sum := 0.0
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(metricsBody(t, b), "\n") {
 		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
 			continue
 		}

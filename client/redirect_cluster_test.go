@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -139,16 +137,7 @@ func TestSubscribeThroughNonOwnerFollowsRedirects(t *testing.T) {
 // metricValue reads one unlabelled series from b's /metrics (-1 when absent).
 func metricValue(t *testing.T, b *testBroker, series string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + b.info.HTTPAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(metricsBody(t, b), "\n") {
 		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {

@@ -79,9 +79,9 @@ func (r *run) forwardPhase(ctx context.Context, t *testing.T, c *cluster, rng *r
 	c.create(ctx, []client.StreamInfo{{Name: stream, Shards: shards, Durable: true}}, []client.CacheInfo{{Name: kv, Shards: cacheShards}})
 	sub := c.dial(ctx, 0, 3)
 	waitOpen(ctx, t, sub, stream, shards)
-	var work, reads sync.WaitGroup
-	done := make(chan struct{})
+	var work sync.WaitGroup
 	var pub, cch tally
+	subs := r.startSubscribers(ctx, sub, stream, shards)
 	for i := range c.nodes {
 		cl := c.dial(ctx, i, 5)
 		p, err := cl.NewPublisher(stream, client.PublisherOptions{Idempotent: true, Offsets: true, Direct: i == 2})
@@ -97,19 +97,7 @@ func (r *run) forwardPhase(ctx context.Context, t *testing.T, c *cluster, rng *r
 		waitCache(ctx, t, ccl, kv, keys)
 		work.Go(func() { r.cacheOps(ctx, ccl, fmt.Sprintf("cache-%d", i), kv, keys, 60, crng, &cch) })
 	}
-	errs := make(chan error, shards)
-	for s := range uint32(shards) {
-		reads.Go(func() { errs <- r.subscribe(ctx, sub, fmt.Sprintf("sub-%s-%d", stream, s), stream, s, done) })
-	}
-	work.Wait()
-	close(done)
-	reads.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	subs.finish(t, &work)
 	t.Logf("forwarding phase: publishes %v; cache operations %v", &pub, &cch)
 	if pub.ok.Load() != 3*2*40 || cch.ok.Load() == 0 {
 		t.Fatalf("forwarding phase without faults: publishes %v, cache %v", &pub, &cch)

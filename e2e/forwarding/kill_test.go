@@ -41,7 +41,7 @@ func (r *run) killPhase(ctx context.Context, t *testing.T, c *cluster, rng *rand
 	if err != nil {
 		t.Fatal(err)
 	}
-	var work, reads sync.WaitGroup
+	var work sync.WaitGroup
 	var pub, vc, lc tally
 	for g := range 2 {
 		prng := rand.New(rand.NewPCG(rng.Uint64(), uint64(g)))
@@ -50,21 +50,9 @@ func (r *run) killPhase(ctx context.Context, t *testing.T, c *cluster, rng *rand
 	vrng, lrng := rand.New(rand.NewPCG(rng.Uint64(), 7)), rand.New(rand.NewPCG(rng.Uint64(), 8))
 	work.Go(func() { r.cacheOps(ctx, vcl, "kcache-victim", kv, keys, ops, vrng, &vc) })
 	work.Go(func() { r.cacheOps(ctx, lcl, "kcache-leader", kv, keys, ops, lrng, &lc) })
-	done := make(chan struct{})
-	errs := make(chan error, shards)
-	for s := range uint32(shards) {
-		reads.Go(func() { errs <- r.subscribe(ctx, sub, fmt.Sprintf("sub-%s-%d", stream, s), stream, s, done) })
-	}
+	subs := r.startSubscribers(ctx, sub, stream, shards)
 	r.killWhen(ctx, t, c, victim, func() bool { return pub.ok.Load() >= 2*ops/3 }, &pub, &vc, &lc)
-	work.Wait()
-	close(done)
-	reads.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	subs.finish(t, &work)
 	t.Logf("kill phase (broker %d killed): producer %v; cache through it %v; cache through a leader %v", victim, &pub, &vc, &lc)
 	if pub.okAfter.Load() == 0 || vc.okAfter.Load() == 0 {
 		t.Fatalf("no operation invoked after the kill completed: producer %v, cache %v", &pub, &vc)

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"felix/client"
@@ -153,6 +154,38 @@ func (r *run) subscribe(ctx context.Context, cl *client.Client, name, stream str
 			return err
 		}
 		next = rec.Offset + 1
+	}
+}
+
+// subscribers are the subscribe workers of one phase, one per shard of a stream.
+type subscribers struct {
+	wg   sync.WaitGroup
+	done chan struct{}
+	errs chan error
+}
+
+// startSubscribers starts one subscribe worker per shard of stream through cl
+// (subscription ids sub-<stream>-<shard>).
+func (r *run) startSubscribers(ctx context.Context, cl *client.Client, stream string, shards int) *subscribers {
+	s := &subscribers{done: make(chan struct{}), errs: make(chan error, shards)}
+	for sh := range uint32(shards) {
+		s.wg.Go(func() { s.errs <- r.subscribe(ctx, cl, fmt.Sprintf("sub-%s-%d", stream, sh), stream, sh, s.done) })
+	}
+	return s
+}
+
+// finish waits for the phase's other workers (work), then starts the final reads and
+// waits for them; a subscriber's error fails t.
+func (s *subscribers) finish(t *testing.T, work *sync.WaitGroup) {
+	t.Helper()
+	work.Wait()
+	close(s.done)
+	s.wg.Wait()
+	close(s.errs)
+	for err := range s.errs {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
