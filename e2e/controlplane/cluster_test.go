@@ -71,6 +71,7 @@ func startCluster(t *testing.T, n int) *cluster {
 		t.Fatal(err)
 	}
 	c := &cluster{t: t, sup: supervisor.NewForTest(t), token: hex.EncodeToString(tok)}
+	t.Cleanup(func() { keepLogs(t, c.sup.Dir()) })
 	root := t.TempDir()
 	var peers, urls []string
 	for i := 1; i <= n; i++ {
@@ -228,4 +229,23 @@ func (c *cluster) restart(m *member) error {
 	}
 	m.proc = p
 	return nil
+}
+
+// keepLogs copies the members' log files (every run of each, appended) into FELIX_CP_KEEP
+// when it is set.
+func keepLogs(t *testing.T, dir string) {
+	keep := os.Getenv(envKeep)
+	if keep == "" {
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(keep, t.Name()+"-"+filepath.Base(l)), b, 0o644)
+		}
+		if err != nil {
+			t.Logf("keeping %s: %v", l, err)
+		}
+	}
 }
