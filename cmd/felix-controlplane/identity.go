@@ -2,12 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -81,7 +77,7 @@ func (m *member) askPeers(ctx context.Context) (servers []raft.Server, decided b
 	for _, p := range m.cfg.peers {
 		ident := m.ownIdentity()
 		if p.id != m.cfg.nodeID {
-			if ident, err = fetchIdentity(ctx, m.memberURL(raft.ServerID(p.id))); err != nil {
+			if ident, err = rest.FetchIdentity(ctx, identityClient, m.memberURL(raft.ServerID(p.id))); err != nil {
 				return nil, false, nil
 			}
 		}
@@ -108,25 +104,3 @@ func (m *member) askPeers(ctx context.Context) (servers []raft.Server, decided b
 
 // identityClient bounds each identity request.
 var identityClient = &http.Client{Timeout: time.Second}
-
-// fetchIdentity asks GET url/v1/identity.
-func fetchIdentity(ctx context.Context, url string) (rest.IdentityBody, error) {
-	var ident rest.IdentityBody
-	if url == "" {
-		return ident, errors.New("no REST URL")
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(url, "/")+"/v1/identity", nil)
-	if err != nil {
-		return ident, err
-	}
-	resp, err := identityClient.Do(req)
-	if err != nil {
-		return ident, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return ident, fmt.Errorf("GET /v1/identity: %s", resp.Status)
-	}
-	err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ident)
-	return ident, err
-}

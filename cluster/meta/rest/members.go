@@ -3,6 +3,7 @@ package rest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -219,16 +220,25 @@ func (h *Handler) addMember(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) askIdentity(ctx context.Context, url string) (IdentityBody, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	return FetchIdentity(ctx, h.cfg.Client, url)
+}
+
+// FetchIdentity asks a member's GET url/v1/identity with client. Errors: no
+// url, the request's, a status other than 200, a body that does not decode.
+func FetchIdentity(ctx context.Context, client *http.Client, url string) (IdentityBody, error) {
+	var ident IdentityBody
+	if url == "" {
+		return ident, errors.New("rest: no REST URL for the member")
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(url, "/")+"/v1/identity", nil)
 	if err != nil {
-		return IdentityBody{}, err
+		return ident, err
 	}
-	resp, err := h.cfg.Client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		return IdentityBody{}, err
+		return ident, err
 	}
 	defer resp.Body.Close()
-	var ident IdentityBody
 	if resp.StatusCode != http.StatusOK {
 		return ident, fmt.Errorf("GET /v1/identity: %s", resp.Status)
 	}
