@@ -56,6 +56,7 @@ func (r *run) noteAck(stream string, shard uint32, offset uint64) {
 // tally counts a worker's outcomes, and the ok ones invoked after a moment (the kill).
 type tally struct {
 	ok, info, fail, okAfter atomic.Int64
+	dups                    atomic.Int64 // publishes acked duplicate: a re-send the owner's window held
 	after                   atomic.Pointer[time.Time]
 }
 
@@ -74,7 +75,7 @@ func (t *tally) note(o history.Outcome, invoked time.Time) {
 }
 
 func (t *tally) String() string {
-	return fmt.Sprintf("%d ok (%d invoked after the kill), %d info, %d fail", t.ok.Load(), t.okAfter.Load(), t.info.Load(), t.fail.Load())
+	return fmt.Sprintf("%d ok (%d invoked after the kill, %d acked duplicate), %d info, %d fail", t.ok.Load(), t.okAfter.Load(), t.dups.Load(), t.info.Load(), t.fail.Load())
 }
 
 // produce publishes n keyed records of stream through p, one operation each (the key
@@ -102,6 +103,9 @@ func (r *run) produce(ctx context.Context, p *client.Publisher, name, stream str
 			_ = op.Complete(o, history.Output{}, err)
 			t.note(o, invoked)
 			continue
+		}
+		if res.Duplicate {
+			t.dups.Add(1)
 		}
 		r.noteAck(stream, res.Shard, res.FirstOffset)
 		_ = op.Ok(history.Output{Shard: int(res.Shard), Offsets: []uint64{res.FirstOffset}})
