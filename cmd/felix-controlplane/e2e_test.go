@@ -182,6 +182,7 @@ func TestPrintConfigAndBadSettings(t *testing.T) {
 		t.Fatalf("--print-config: %v\n%s", err, out)
 	}
 	for _, bad := range []string{"FELIX_CONTROLPLANE_PEERS=cp2@127.0.0.1:1", "FELIX_CONTROLPLANE_SNAPSHOT_THRESHOLD=-1",
+		"FELIX_CONTROLPLANE_PEERS=cp1@127.0.0.1:1,cp2@127.0.0.1:2",
 		"FELIX_AUTH=maybe", "FELIX_CONTROLPLANE_BIND=nope"} {
 		cmd := exec.Command(binary, "--print-config")
 		cmd.Env = append(os.Environ(), bad)

@@ -86,6 +86,11 @@ func loadConfig(lookup func(string) (string, bool)) (*config, error) {
 	if len(c.peers) > 0 && !hasPeer(c.peers, c.nodeID) {
 		errs = append(errs, fmt.Errorf("FELIX_CONTROLPLANE_PEERS does not name this member %q", c.nodeID))
 	}
+	for _, p := range c.peers {
+		if p.id != c.nodeID && !hasPeer(c.peerURLs, p.id) {
+			errs = append(errs, fmt.Errorf("FELIX_CONTROLPLANE_PEER_URLS has no URL for peer %q: a fresh member learns each peer's storage identity there", p.id))
+		}
+	}
 	errs = append(errs, c.numbers()...)
 	switch v["FELIX_AUTH"] {
 	case "on", "":
