@@ -11,7 +11,8 @@ package broker
 // address list (controlplane_mirror.go), heartbeats every
 // FELIX_CONTROLPLANE_HEARTBEAT_INTERVAL_MS, forwards the admin catalog writes it receives
 // (controlplane_admin.go), and keeps serving from what it holds while the control plane is
-// away.
+// away; a restart that finds the state it held in the data dir serves it at once and
+// registers in the background (controlplane_held.go).
 
 import (
 	"context"
@@ -56,6 +57,7 @@ type controlPlane struct {
 	owners atomic.Pointer[Ownership]
 	cursor atomic.Uint64
 
+	held    bool            // started from the state held in the data dir (controlplane_held.go)
 	absent  map[string]bool // held names absent from the control plane, logged (follow's goroutine)
 	away    atomic.Bool     // the last request found no member (logged once per outage)
 	outages *metrics.Counter
@@ -95,6 +97,7 @@ func (s *Server) openControlPlane() error {
 	cp.registerMetrics()
 	s.cp = cp
 	s.SetPlacement(cp.place, nil)
+	cp.held = cp.installHeld()
 	return nil
 }
 
@@ -136,6 +139,10 @@ func (s *Server) startControlPlane(ctx context.Context) error {
 	if cp == nil {
 		return nil
 	}
+	if cp.held { // controlplane_held.go: a restart serves what it held
+		cp.startFromHeld()
+		return nil
+	}
 	if err := cp.register(ctx); err != nil {
 		return err
 	}
@@ -146,12 +153,33 @@ func (s *Server) startControlPlane(ctx context.Context) error {
 			return fmt.Errorf("broker: control plane: first snapshot: %w", err)
 		}
 	}
+	cp.startLoops(nil)
+	return nil
+}
+
+// startLoops starts the heartbeat and feed loops; first (nil: none) runs before them on
+// the feed's goroutine, and when it reports false neither loop runs.
+func (cp *controlPlane) startLoops(first func(context.Context) bool) {
 	loops, cancel := context.WithCancel(context.Background())
 	cp.cancel = cancel
+	started := make(chan struct{})
 	cp.done.Add(2)
-	go func() { defer cp.done.Done(); cp.heartbeatLoop(loops) }()
-	go func() { defer cp.done.Done(); cp.follow(loops) }()
-	return nil
+	go func() {
+		defer cp.done.Done()
+		if first != nil && !first(loops) {
+			return
+		}
+		close(started)
+		cp.follow(loops)
+	}()
+	go func() {
+		defer cp.done.Done()
+		select {
+		case <-started:
+			cp.heartbeatLoop(loops)
+		case <-loops.Done():
+		}
+	}()
 }
 
 // controlPlaneFatal is the channel Run watches for a later refusal (a re-registration
@@ -380,6 +408,7 @@ func (cp *controlPlane) install(seq uint64, dropped []string) {
 	close(cp.moved)
 	cp.moved = make(chan struct{})
 	cp.mu.Unlock()
+	cp.saveHeld() // controlplane_held.go
 }
 
 // waitCursor waits until the feed cursor reaches seq or ctx ends; reports whether it did.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -309,5 +310,82 @@ func TestControlPlaneConfig(t *testing.T) {
 		if _, _, err := LoadConfig(nil, envOf(env)); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "FELIX_C") {
 			t.Errorf("%s: %v, want ErrConfig naming the setting", name, err)
 		}
+	}
+}
+
+// runAt runs a cluster-mode broker on cfg until the test ends (or stop), and waits until
+// it is ready.
+func runAt(t *testing.T, cfg *Config) (srv *Server, logs *syncBuffer, stop func() error) {
+	t.Helper()
+	logs = &syncBuffer{}
+	srv, err := New(cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	var once bool
+	var runErr error
+	stop = func() error {
+		if !once {
+			once = true
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(20 * time.Second):
+				runErr = errors.New("Run did not return within 20 s")
+			}
+		}
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	waitUntil(t, 20*time.Second, "the broker ready", func() bool { return srv.ready.Load() })
+	return srv, logs, stop
+}
+
+// A broker restarted while the control plane is away serves the catalog and placement it
+// held (from <data>/controlplane.json) and registers once the control plane is back.
+func TestControlPlaneRestartWhileAway(t *testing.T) {
+	cp := startTestControlPlane(t)
+	cfg := testConfig(t, t.TempDir(), cp.env("node-0.felix"))
+	srv, _, stop := runAt(t, cfg)
+	for _, p := range []string{"/v1/tenants", "/v1/tenants/t1/namespaces"} {
+		if code, out := adminPost(t, srv, "POST", p, map[string]any{"tenant_id": "t1", "namespace": "ns"}); code != http.StatusCreated {
+			t.Fatalf("%s: %d %s", p, code, out)
+		}
+	}
+	if code, out := adminPost(t, srv, "POST", "/v1/tenants/t1/namespaces/ns/streams", map[string]any{"stream": "s1", "shards": 2}); code != http.StatusCreated {
+		t.Fatalf("create: %d %s", code, out)
+	}
+	want := cp.ownership()
+	waitUntil(t, 20*time.Second, "the shards open", func() bool { return holdsInRole(srv, want) && len(srv.engine.Shards()) == 2 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	cp.down.Store(true)
+	srv, logs, _ := runAt(t, testConfig(t, cfg.DataDir, cp.env("node-0.felix")))
+	if owners, _ := srv.owners.Snapshot(); !owners.equal(want) || !holdsInRole(srv, want) ||
+		!strings.Contains(logs.String(), "serving from the control-plane state held") {
+		t.Fatalf("restarted while away: table %v, open %v; logs:\n%s", owners, srv.engine.Shards(), logs.String())
+	}
+	if strings.Contains(logs.String(), "registered with the control plane") {
+		t.Fatal("registered while the control plane was away")
+	}
+	cp.down.Store(false)
+	waitUntil(t, 20*time.Second, "the registration once the control plane is back", func() bool {
+		bs := cp.node.FSM.State().Brokers()
+		return strings.Contains(logs.String(), "registered with the control plane") && len(bs) == 1 && bs[0].Incarnation == 2
+	})
+	cp.down.Store(true) // a first start without a held state waits for the control plane
+	fresh := testConfig(t, t.TempDir(), cp.env("node-1.felix"))
+	first, err := New(fresh, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := first.Run(ctx); err == nil || !strings.Contains(err.Error(), "registration") || first.ready.Load() {
+		t.Fatalf("a first start with the control plane away: %v (ready %v)", err, first.ready.Load())
 	}
 }
