@@ -144,6 +144,11 @@ func (o *cacheReadOp) fail(err error) { o.done(nil, false, err) }
 
 func (o *cacheReadOp) apply(c *core) {
 	if err := o.shard.serving(); err != nil {
+		if !o.delete && o.shard.readsFromMemory(err) { // writes fail, gets are served from memory (cache_retry.go)
+			v, found := o.shard.sm.Get(o.key, c.wallMillis())
+			o.done(append([]byte(nil), v...), found, nil)
+			return
+		}
 		o.done(nil, false, err)
 		return
 	}
@@ -182,6 +187,11 @@ func (o *counterOp) fail(err error) { o.done(0, err) }
 
 func (o *counterOp) apply(*core) {
 	if err := o.shard.serving(); err != nil {
+		if !o.add && o.shard.readsFromMemory(err) { // served from memory while writes fail
+			sum, _ := o.shard.sm.CounterGet(o.key)
+			o.done(sum, nil)
+			return
+		}
 		o.done(0, err)
 		return
 	}

@@ -8,6 +8,7 @@ package core
 
 import (
 	"fmt"
+	"time"
 
 	"felix/core/cache"
 	"felix/proto"
@@ -41,6 +42,10 @@ type cacheShard struct {
 	metrics                          *cacheMetrics
 	stats                            cache.Stats // as last reported to metrics
 	onCache, onCounter               func(first, last uint64, err error)
+	// The storage retry (cache_retry.go): limits rebuild the state machine.
+	limits     cache.Config
+	retryTimer coreTimer
+	retryDelay time.Duration
 }
 
 // cacheWaiter is an answer released once both logs reach its offsets.
@@ -68,6 +73,7 @@ func (c *core) openCacheShard(meta *cacheMeta, index int) (*cacheShard, error) {
 	cs := &cacheShard{c: c, name: spec.Name, index: index, durable: spec.Durable, metrics: meta.metrics,
 		sm: cache.New(spec.Limits), watchers: map[uint64]*CacheWatcher{}}
 	cs.onCache, cs.onCounter = cs.cacheAppended, cs.counterAppended
+	cs.limits, cs.retryTimer = spec.Limits, coreTimer{index: -1, fn: cs.retryStorage}
 	cs.initOwner(c, cs.failWaiters, cs.close)
 	if spec.Durable {
 		if err := cs.openLogs(); err != nil {
@@ -157,7 +163,7 @@ func (cs *cacheShard) flush() {
 	cs.sm.Advance()
 	cs.reportStats()
 	if err != nil {
-		cs.fail(storageError("append cache logs", err))
+		cs.fail(cs.writeFailed("append cache logs", err))
 		return
 	}
 	if !cs.durable {
@@ -182,7 +188,7 @@ func (cs *cacheShard) reportStats() {
 
 func (cs *cacheShard) cacheAppended(_, last uint64, err error) {
 	if err != nil {
-		cs.fail(storageError("commit cache log", err))
+		cs.fail(cs.writeFailed("commit cache log", err)) // cache_retry.go
 	} else {
 		cs.cacheCommitted = max(cs.cacheCommitted, last+1)
 		cs.settle()
@@ -192,7 +198,7 @@ func (cs *cacheShard) cacheAppended(_, last uint64, err error) {
 
 func (cs *cacheShard) counterAppended(_, last uint64, err error) {
 	if err != nil {
-		cs.fail(storageError("commit counter log", err))
+		cs.fail(cs.writeFailed("commit counter log", err))
 	} else {
 		cs.counterCommitted = max(cs.counterCommitted, last+1)
 		cs.settle()
@@ -240,6 +246,7 @@ func (cs *cacheShard) failWaiters(err error) {
 	for _, w := range cs.watchers {
 		cs.dropWatch(w, err)
 	}
+	cs.startRetry(err) // cache_retry.go
 }
 
 // close is the shard's logOwner.closeHook (closeWhenIdle, once no append is
@@ -251,6 +258,7 @@ func (cs *cacheShard) close(reason error, remove bool) error {
 	}
 	cs.fail(reason)
 	cs.closeOwner()
+	cs.c.timers.stop(&cs.retryTimer)
 	cs.metrics.update(cs.stats, cache.Stats{Evictions: cs.stats.Evictions, Expirations: cs.stats.Expirations})
 	cs.closeLogs()
 	delete(cs.c.cacheTable().shards, cs)

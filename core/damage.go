@@ -133,9 +133,10 @@ func (s *streamShard) openDamaged(err error) bool {
 	return true
 }
 
-// damagedLog stands in for a log that could not open (openDamaged): empty
-// (offsets 0), every read and write answers its *DamageError, nothing to close.
-type damagedLog struct{ err *DamageError }
+// damagedLog stands in for a log that could not open (openDamaged, or a
+// failed reopen of the storage retry): empty (offsets 0), every read and
+// write answers its error (a *DamageError, a *WriteError), nothing to close.
+type damagedLog struct{ err error }
 
 func (l damagedLog) EarliestOffset() uint64  { return 0 }
 func (l damagedLog) CommittedOffset() uint64 { return 0 }

@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"felix/proto"
 )
@@ -73,6 +74,11 @@ type streamShard struct {
 	// unservable is set when the logs could not open for damage
 	// (openDamaged): the shard refuses publishes and subscriptions with it.
 	unservable *DamageError
+	// logOpts are the stream's own log options (reopens use them); the
+	// storage retry (storage_retry.go) runs retryTimer every retryDelay.
+	logOpts    logOptions
+	retryTimer coreTimer
+	retryDelay time.Duration
 }
 
 // inflightPublish is a durable publish staged in the log, waiting for its
@@ -101,10 +107,12 @@ func (c *core) openStreamShard(spec *StreamSpec, index int) (*streamShard, error
 	s.onLogged = s.producerLogged
 	s.onCompacted = s.producerCompacted
 	s.stall = coreTimer{index: -1, fn: s.stallExpired}
+	s.retryTimer = coreTimer{index: -1, fn: s.retryStorage}
+	s.logOpts = spec.logOptions()
 	s.initOwner(c, s.failHeld, s.closeAndRemove)
 	s.producers = newProducerWindow(cfg.ProducerWindow)
 	if spec.Durable {
-		if err := s.openLogs(spec.logOptions()); err != nil && !s.openDamaged(err) { // damage.go
+		if err := s.openLogs(s.logOpts); err != nil && !s.openDamaged(err) { // damage.go
 			return nil, err
 		}
 		s.durableLog = s.records
@@ -216,7 +224,7 @@ func (s *streamShard) apply(req *PublishRequest, done func(PublishResult, error)
 		s.logProducer(entry.producer)
 	}
 	if err := s.records.Append(req.Payloads, ts, s.onAppended); err != nil {
-		err = storageError("append", err)
+		err = s.writeFailed("append", err) // storage_retry.go
 		s.fail(err)
 		if entry.producer != nil {
 			s.producers.abort(s, entry.producer, err)
@@ -270,7 +278,7 @@ func (s *streamShard) appended(first, last uint64, err error) {
 		panic(fmt.Sprintf("core: %s shard %d: append completed [%d, %d], expected [%d, %d]", s.name, s.index, first, last, e.first, e.last))
 	}
 	if err != nil {
-		err = storageError("commit", err)
+		err = s.writeFailed("commit", err) // storage_retry.go: a *WriteError, retried
 		s.fail(err)
 		if e.producer != nil {
 			s.producers.abort(s, e.producer, err)
@@ -330,6 +338,7 @@ func (s *streamShard) failHeld(err error) {
 		h := s.held.pop()
 		h.done(PublishResult{}, err)
 	}
+	s.startRetry(err) // storage_retry.go: an I/O failure of the log is retried
 }
 
 // close ends the shard (stream deleted, or core stopping): subscribers end
@@ -348,6 +357,7 @@ func (s *streamShard) close(err error) {
 	s.subs, s.blocking = nil, nil
 	s.dropUnreleased(err)
 	s.c.timers.stop(&s.stall)
+	s.c.timers.stop(&s.retryTimer)
 	if s.stopVerify != nil {
 		s.stopVerify()
 	}
