@@ -127,3 +127,24 @@ func TestAddMemberBelowFloorThroughREST(t *testing.T) {
 		t.Fatalf("voters %v", voters)
 	}
 }
+
+// TestWriteNeedingLevelRefusedUntilEveryMemberReports: at floor 1 a member
+// whose build reports level 2 may join; the finalize of jump_hash_routing
+// (level 3) is then refused 409 naming it, until it reports 14.
+func TestWriteNeedingLevelRefusedUntilEveryMemberReports(t *testing.T) {
+	ms := memberNet(t, []string{"a", "old"}, []meta.Level{0, 2})
+	a, old := ms[0], ms[1]
+	if _, err := a.node.ReportLevel(a.node.ID, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var mv MemberView
+	if st, _ := call(t, a.srv, "POST", "/v1/members", `{"id":"old"}`, &mv); st != 200 || mv.Level != 2 {
+		t.Fatalf("an older build at floor 1: %d %+v", st, mv)
+	}
+	e := expect(t, a.srv, "POST", "/v1/fleet/features/jump_hash_routing/finalize", "", 409)
+	if !strings.Contains(e.Message, string(old.node.ID)) || !strings.Contains(e.Message, "3") {
+		t.Fatalf("refusal names the member and the level? %+v", e)
+	}
+	expect(t, a.srv, "POST", "/v1/members/levels", fmt.Sprintf(`{"member_id":%q,"level":14}`, old.node.ID), 200)
+	expect(t, a.srv, "POST", "/v1/fleet/features/jump_hash_routing/finalize", "", 200)
+}
