@@ -75,6 +75,13 @@ soak:
 	FELIX_E2E_REPORT=$(CURDIR)/docs/soak.md FELIX_E2E_SECTION=soak \
 	$(GO) test -count=1 -timeout 180m -run 'TestCrashCorpus' -v ./e2e/
 
+## soak-controlplane: the control plane's leader-kill loop for longer (SOAK_CP_KILLS leader SIGKILLs) and the Apply
+## latency test; FELIX_CP_SEED=N replays a run, FELIX_CP_KEEP=DIR keeps its history and logs (docs/bench/controlplane.md)
+SOAK_CP_KILLS ?= 100
+.PHONY: soak-controlplane
+soak-controlplane:
+	FELIX_CP_KILLS=$(SOAK_CP_KILLS) $(GO) test -count=1 -timeout 60m -v ./e2e/controlplane/
+
 ## bench-compare: Felix beside NATS JetStream and Redis on this machine (the harness builds the peers
 ## from bench/peers and installs redis-server itself when root); writes docs/bench/harness.md, its
 ## charts under docs/bench/img/ and JSON lines in docs/bench/harness.jsonl (docs/benchmarks-harness.md)

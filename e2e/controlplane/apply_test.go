@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 )
@@ -27,6 +28,10 @@ func TestApplyLatency(t *testing.T) {
 	if err := a.setup([]*member{leader}, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	a.heartbeats(ctx, c.members, &wg) // a create needs the broker live (10 s without a heartbeat: down)
 	var follower *member
 	for _, m := range c.members {
 		if m != leader {

@@ -156,6 +156,7 @@ func checkHistory(t *testing.T, path string) *history.History {
 	if err != nil {
 		t.Fatal(err)
 	}
+	began := time.Now()
 	res, err := checker.CheckLinearizable(h, checker.LinearOptions{Timeout: checkTimeout,
 		VisualizationPath: filepath.Join(filepath.Dir(path), "linearizability.html")})
 	if err != nil {
@@ -170,7 +171,8 @@ func checkHistory(t *testing.T, path string) *history.History {
 	if t.Failed() {
 		t.FailNow()
 	}
-	t.Logf("porcupine: %d catalog entries linearizable", res.Objects)
+	t.Logf("porcupine: %d catalog entries of %d operations linearizable (checked in %v)", res.Objects, len(h.Ops),
+		time.Since(began).Round(time.Millisecond))
 	return h
 }
 
