@@ -270,7 +270,11 @@ func (a *app) adminCall(parent context.Context, fn func(ctx context.Context, ad 
 	if err != nil {
 		return err
 	}
-	ad, err := client.NewAdmin(a.adminURL, client.AdminToken(token), client.AdminTenant(a.tenant), client.AdminNamespace(a.namespace))
+	base, err := a.adminBase(parent) // the first of several --admin URLs that answers (conn.go)
+	if err != nil {
+		return err
+	}
+	ad, err := client.NewAdmin(base, client.AdminToken(token), client.AdminTenant(a.tenant), client.AdminNamespace(a.namespace))
 	if err != nil {
 		return classify(err)
 	}

@@ -139,6 +139,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.streamCommand(),
 		a.tokenCommand(),
 		a.logCommand(),
+		a.devCommand(),
 	)
 	return root
 }
