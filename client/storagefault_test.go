@@ -9,7 +9,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"felix/testbed/supervisor"
 )
 
 // faultRecord is the payload of record i of the storage-fault tests: 200 bytes.
@@ -101,5 +105,110 @@ func TestDamagedSealedSegmentEndsSubscriptionTyped(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if !regexp.MustCompile(`(?m)^felix_stream_damaged\{[^}]*stream="damaged",shard="0"\} 1$`).Match(body) {
 		t.Fatalf("no felix_stream_damaged 1 for the shard:\n%s", body)
+	}
+}
+
+// fillDisk writes a file into dir until the file system answers ENOSPC and returns its path.
+func fillDisk(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "filler")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 4096)
+	for i := 0; ; i++ {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("filling %s: %v", dir, err)
+			}
+			return p
+		}
+		if i > 1<<16 {
+			t.Fatal("the tmpfs never filled")
+		}
+	}
+}
+
+// A full disk under a real broker on a small tmpfs (issue 23 item 4): once it fills, a
+// publish and a cache put are answered storage_failed naming the stream or cache and the
+// errno, not the server's path; a get of an old key still answers; once the filler is
+// removed, publishes and puts are acknowledged again with no restart, and every record
+// acknowledged before and after is read back once, in order.
+func TestFullDiskThenFreedResumesWithoutRestart(t *testing.T) {
+	mnt := supervisor.MountTmpfsForTest(t, 8<<20)
+	b := startBroker(t, filepath.Join(mnt, "data"), "FELIX_DURABLE_SEGMENT_BYTES=65536", "FELIX_DURABLE_FSYNC_MODE=on_commit")
+	b.createStream("full", true)
+	b.createCache("kv")
+	c := b.dial()
+	p, err := c.NewPublisher("full", PublisherOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	publish := func(s string) error {
+		_, err := p.PublishSync(testCtx(t), []byte(s))
+		if err == nil {
+			acked = append(acked, s)
+		}
+		return err
+	}
+	for i := range 10 {
+		if err := publish(fmt.Sprintf("before-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Put(testCtx(t), "kv", "old", []byte("v1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	filler := fillDisk(t, mnt)
+	pad := strings.Repeat("x", 1000)
+	var perr error
+	for i := 0; i < 300 && perr == nil; i++ { // past the 64 KiB segment: the roll needs new blocks
+		perr = publish(fmt.Sprintf("full-%d-%s", i, pad))
+	}
+	if !errors.Is(perr, ErrStorageFailed) || !strings.Contains(perr.Error(), "no space left on device") || strings.Contains(perr.Error(), mnt) {
+		t.Fatalf("publish on a full disk: %v", perr)
+	}
+	var cerr error
+	for i := 0; i < 300 && cerr == nil; i++ {
+		cerr = c.Put(testCtx(t), "kv", fmt.Sprintf("k%d", i), []byte(pad), 0)
+	}
+	if !errors.Is(cerr, ErrStorageFailed) || strings.Contains(cerr.Error(), mnt) {
+		t.Fatalf("cache put on a full disk: %v", cerr)
+	}
+	if v, found, err := c.Get(testCtx(t), "kv", "old"); err != nil || !found || string(v) != "v1" {
+		t.Fatalf("get of an old key on a full disk: %q %v %v", v, found, err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for err := publish("after-0"); err != nil; err = publish("after-0") {
+		if !errors.Is(err, ErrStorageFailed) || time.Now().After(deadline) {
+			t.Fatalf("publish after freeing the disk: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for err := c.Put(testCtx(t), "kv", "after", []byte("v2"), 0); err != nil; err = c.Put(testCtx(t), "kv", "after", []byte("v2"), 0) {
+		if !errors.Is(err, ErrStorageFailed) || time.Now().After(deadline) {
+			t.Fatalf("put after freeing the disk: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sub, err := c.Subscribe(testCtx(t), "full", Earliest, SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	for i, want := range acked {
+		r, err := sub.Next(testCtx(t))
+		if err != nil || string(r.Payload) != want {
+			t.Fatalf("record %d: %.20q %v, want %.20q", i, r.Payload, err, want)
+		}
+	}
+	if !strings.Contains(b.logs.String(), "log write failed") || !strings.Contains(b.logs.String(), mnt) {
+		t.Fatalf("no ERROR line naming the path:\n%s", b.logs.String())
 	}
 }
