@@ -13,8 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"felix/cluster/meta/metaclient"
 )
@@ -30,33 +32,13 @@ type heldState struct {
 
 // snapshot is the mirror in the snapshot's shape (its seq and epoch included).
 func (m *cpMirror) snapshot() metaclient.Snapshot {
-	s := metaclient.Snapshot{Seq: m.seq, Epoch: m.epoch}
-	for _, v := range m.tenants {
-		s.Tenants = append(s.Tenants, v)
-	}
-	for _, v := range m.namespaces {
-		s.Namespaces = append(s.Namespaces, v)
-	}
-	for _, v := range m.streams {
-		s.Streams = append(s.Streams, v)
-	}
-	for _, v := range m.caches {
-		s.Caches = append(s.Caches, v)
-	}
-	for _, v := range m.tombstones {
-		s.Tombstones = append(s.Tombstones, v)
-	}
-	for _, v := range m.assignments {
-		s.Assignments = append(s.Assignments, v)
-	}
-	for _, v := range m.brokers {
-		s.Brokers = append(s.Brokers, v)
-	}
-	for _, v := range m.features {
-		s.Features = append(s.Features, v)
-	}
-	return s
+	return metaclient.Snapshot{Seq: m.seq, Epoch: m.epoch, Tenants: values(m.tenants), Namespaces: values(m.namespaces),
+		Streams: values(m.streams), Caches: values(m.caches), Tombstones: values(m.tombstones),
+		Assignments: values(m.assignments), Brokers: values(m.brokers), Features: values(m.features)}
 }
+
+// values lists a table's rows (in no order).
+func values[V any](table map[string]V) []V { return slices.Collect(maps.Values(table)) }
 
 // saveHeld writes the mirror to the held file (atomically); a failure is logged: the
 // broker keeps running, and a restart then waits for the control plane.

@@ -133,21 +133,20 @@ func (m *cpMirror) peers() map[string]string {
 	return out
 }
 
-// tombstoned reports whether a tombstone of kind ("stream" or "cache") covers the name at
-// incarnation held (meta.Removals: a tombstone at or above it, and no live row of that name
-// at that incarnation).
-func (m *cpMirror) tombstoned(kind, t, ns, name string, held uint64) bool {
-	key := t + "/" + ns + "/" + name
-	tomb, ok := m.tombstones[kind+"/"+key]
-	if !ok || tomb.Incarnation < held {
+// tombstoned reports whether a tombstone covers h (meta.Removals' rule: one at or above
+// the incarnation held, and no live row of that name at that incarnation).
+func (m *cpMirror) tombstoned(h meta.Held) bool {
+	key := h.TenantID + "/" + h.Namespace + "/" + h.Name
+	tomb, ok := m.tombstones[h.Kind+"/"+key]
+	if !ok || tomb.Incarnation < h.Incarnation {
 		return false
 	}
-	if kind == "stream" {
+	if h.Kind == "stream" {
 		st, live := m.streams[key]
-		return !live || st.Incarnation != held
+		return !live || st.Incarnation != h.Incarnation
 	}
 	c, live := m.caches[key]
-	return !live || c.Incarnation != held
+	return !live || c.Incarnation != h.Incarnation
 }
 
 // syncCatalog brings the file catalog to m: missing tenants, namespaces, streams and
@@ -201,31 +200,33 @@ func (cp *controlPlane) syncCatalog(m *cpMirror, dropped []string) {
 // removeTombstoned deletes, with their data, the catalog's streams and caches m
 // tombstones; the others m does not name are kept (logged once per name).
 func (cp *controlPlane) removeTombstoned(m *cpMirror) {
-	cat, log := cp.s.catalog, cp.s.log
+	cat := cp.s.catalog
+	type held struct {
+		meta.Held
+		live   bool
+		remove func() error
+	}
+	var all []held
 	for _, st := range cat.Streams("", "") {
-		key := st.TenantID + "/" + st.Namespace + "/" + st.Stream
-		if _, live := m.streams[key]; live {
-			continue
-		}
-		if !m.tombstoned("stream", st.TenantID, st.Namespace, st.Stream, 0) {
-			cp.keepAbsent("stream " + key)
-			continue
-		}
-		if err := cat.DeleteStream(st.TenantID, st.Namespace, st.Stream, cp.s.ApplyDelete); err != nil {
-			log.Warn("control-plane catalog: tombstoned stream not removed here", "stream", key, "err", err)
-		}
+		_, live := m.streams[st.TenantID+"/"+st.Namespace+"/"+st.Stream]
+		all = append(all, held{Held: meta.Held{Kind: "stream", TenantID: st.TenantID, Namespace: st.Namespace, Name: st.Stream},
+			live: live, remove: func() error { return cat.DeleteStream(st.TenantID, st.Namespace, st.Stream, cp.s.ApplyDelete) }})
 	}
 	for _, c := range cat.Caches("", "") {
-		key := c.TenantID + "/" + c.Namespace + "/" + c.Cache
-		if _, live := m.caches[key]; live {
-			continue
-		}
-		if !m.tombstoned("cache", c.TenantID, c.Namespace, c.Cache, 0) {
-			cp.keepAbsent("cache " + key)
-			continue
-		}
-		if err := cat.DeleteCache(c.TenantID, c.Namespace, c.Cache, cp.s.ApplyDeleteCache); err != nil {
-			log.Warn("control-plane catalog: tombstoned cache not removed here", "cache", key, "err", err)
+		_, live := m.caches[c.TenantID+"/"+c.Namespace+"/"+c.Cache]
+		all = append(all, held{Held: meta.Held{Kind: "cache", TenantID: c.TenantID, Namespace: c.Namespace, Name: c.Cache},
+			live: live, remove: func() error { return cat.DeleteCache(c.TenantID, c.Namespace, c.Cache, cp.s.ApplyDeleteCache) }})
+	}
+	for _, h := range all {
+		what := h.Kind + " " + h.TenantID + "/" + h.Namespace + "/" + h.Name
+		switch {
+		case h.live:
+		case !m.tombstoned(h.Held):
+			cp.keepAbsent(what)
+		default:
+			if err := h.remove(); err != nil {
+				cp.s.log.Warn("control-plane catalog: tombstoned "+what+" not removed here", "err", err)
+			}
 		}
 	}
 }

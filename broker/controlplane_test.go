@@ -12,70 +12,35 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"felix/cluster/meta"
+	"felix/cluster/meta/metaclient/metaclienttest"
 	"felix/cluster/meta/raftnode"
 	"felix/cluster/meta/rest"
 	"felix/core"
 )
 
-const cpTestToken = "cp-test-token"
-
-// testControlPlane is a one-member control plane (raft's in-memory transport, the real
-// REST handler) behind a switch: while down, every request's connection is closed, also
-// one whose answer was being prepared when the switch went down.
+// testControlPlane is a one-member control plane (metaclienttest) and the file holding
+// its admin token.
 type testControlPlane struct {
+	*metaclienttest.Member
 	node      *raftnode.Node
 	srv       *httptest.Server
-	down      atomic.Bool
 	tokenFile string
 }
 
 func startTestControlPlane(t *testing.T) *testControlPlane {
 	t.Helper()
-	addr, tr := raft.NewInmemTransport("m1")
-	n, err := raftnode.Start(raftnode.Config{ID: "m1", Dir: t.TempDir(), Transport: tr,
-		Bootstrap: []raft.Server{{Suffrage: raft.Voter, ID: "m1", Address: addr}},
-		Tune: func(c *raft.Config) {
-			c.HeartbeatTimeout, c.ElectionTimeout = 200*time.Millisecond, 200*time.Millisecond
-			c.LeaderLeaseTimeout, c.CommitTimeout = 100*time.Millisecond, 5*time.Millisecond
-		}})
-	if err != nil {
+	m := metaclienttest.Start(t, rest.Config{MaxWait: 2 * time.Second})
+	if _, err := m.Node.ReportLevel(m.Node.ID, 5*time.Second); err != nil { // a new cluster on this release
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = n.Close() })
-	waitUntil(t, 10*time.Second, "a control-plane leader", func() bool { return n.Raft.State() == raft.Leader })
-	if _, err := n.ReportLevel(n.ID, 5*time.Second); err != nil { // a new cluster on this release
+	cp := &testControlPlane{Member: m, node: m.Node, srv: m.Server, tokenFile: filepath.Join(t.TempDir(), "admin-token")}
+	if err := os.WriteFile(cp.tokenFile, []byte(metaclienttest.Token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cp := &testControlPlane{node: n, tokenFile: filepath.Join(t.TempDir(), "admin-token")}
-	if err := os.WriteFile(cp.tokenFile, []byte(cpTestToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	h := rest.New(rest.Config{Node: n, Token: cpTestToken, MaxWait: 2 * time.Second})
-	cp.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := httptest.NewRecorder()
-		if !cp.down.Load() {
-			h.ServeHTTP(rec, r)
-		}
-		if cp.down.Load() { // also a long poll that was waiting when the switch went down
-			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
-				c.Close()
-			}
-			return
-		}
-		for k, v := range rec.Header() {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(rec.Code)
-		_, _ = w.Write(rec.Body.Bytes())
-	}))
-	t.Cleanup(cp.srv.Close)
 	return cp
 }
 
@@ -222,7 +187,7 @@ func TestControlPlaneReloadAndOutage(t *testing.T) {
 	if code, out := adminPost(t, srv, "POST", streams, map[string]any{"stream": "s1"}); code != http.StatusCreated {
 		t.Fatalf("create: %d %s", code, out)
 	}
-	cp.down.Store(true)
+	cp.Down.Store(true)
 	waitUntil(t, 20*time.Second, "the outage noticed", func() bool {
 		return strings.Contains(b.metricsText(t), "felix_broker_controlplane_reachable 0")
 	})
@@ -236,7 +201,7 @@ func TestControlPlaneReloadAndOutage(t *testing.T) {
 	if res, err := cp.node.Propose(&meta.DeleteStream{TenantID: "t1", Namespace: "ns", Stream: "s1"}, 5*time.Second); err != nil || res.Err != nil {
 		t.Fatalf("delete on the control plane: %v %v", err, res.Err)
 	}
-	cp.down.Store(false)
+	cp.Down.Store(false)
 	waitUntil(t, 20*time.Second, "the tombstone applied after the outage", func() bool {
 		_, err := srv.catalog.Stream("t1", "ns", "s1")
 		return errors.Is(err, ErrNotFound) && strings.Contains(b.metricsText(t), "felix_broker_controlplane_reachable 1")
@@ -363,7 +328,7 @@ func TestControlPlaneRestartWhileAway(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	cp.down.Store(true)
+	cp.Down.Store(true)
 	srv, logs, _ := runAt(t, testConfig(t, cfg.DataDir, cp.env("node-0.felix")))
 	if owners, _ := srv.owners.Snapshot(); !owners.equal(want) || !holdsInRole(srv, want) ||
 		!strings.Contains(logs.String(), "serving from the control-plane state held") {
@@ -372,12 +337,12 @@ func TestControlPlaneRestartWhileAway(t *testing.T) {
 	if strings.Contains(logs.String(), "registered with the control plane") {
 		t.Fatal("registered while the control plane was away")
 	}
-	cp.down.Store(false)
+	cp.Down.Store(false)
 	waitUntil(t, 20*time.Second, "the registration once the control plane is back", func() bool {
 		bs := cp.node.FSM.State().Brokers()
 		return strings.Contains(logs.String(), "registered with the control plane") && len(bs) == 1 && bs[0].Incarnation == 2
 	})
-	cp.down.Store(true) // a first start without a held state waits for the control plane
+	cp.Down.Store(true) // a first start without a held state waits for the control plane
 	fresh := testConfig(t, t.TempDir(), cp.env("node-1.felix"))
 	first, err := New(fresh, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {

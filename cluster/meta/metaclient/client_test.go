@@ -10,15 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"felix/clock/clocktest"
 	"felix/cluster/meta"
+	"felix/cluster/meta/metaclient/metaclienttest"
 	"felix/cluster/meta/raftnode"
 	"felix/cluster/meta/rest"
 )
 
-const testToken = "test-token"
+const testToken = metaclienttest.Token
 
 // waitFor waits for cond with a deadline (checking every few milliseconds).
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
@@ -32,26 +31,12 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	}
 }
 
-// member starts a one-member raftnode group (raft's in-memory transport, a
-// temp dir) and serves the real REST handler over httptest, as
-// cluster/meta/rest's tests do.
+// member starts a one-member control plane (metaclienttest: the real REST handler on a
+// raftnode group of one).
 func member(t *testing.T) (*raftnode.Node, *httptest.Server) {
 	t.Helper()
-	addr, tr := raft.NewInmemTransport("m1")
-	n, err := raftnode.Start(raftnode.Config{ID: "m1", Dir: t.TempDir(), Transport: tr,
-		Bootstrap: []raft.Server{{Suffrage: raft.Voter, ID: "m1", Address: addr}},
-		Tune: func(c *raft.Config) {
-			c.HeartbeatTimeout, c.ElectionTimeout = 200*time.Millisecond, 200*time.Millisecond
-			c.LeaderLeaseTimeout, c.CommitTimeout = 100*time.Millisecond, 5*time.Millisecond
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close() })
-	waitFor(t, "leader", 10*time.Second, func() bool { return n.Raft.State() == raft.Leader })
-	srv := httptest.NewServer(rest.New(rest.Config{Node: n, Token: testToken}))
-	t.Cleanup(srv.Close)
-	return n, srv
+	m := metaclienttest.Start(t, rest.Config{})
+	return m.Node, m.Server
 }
 
 func newClient(t *testing.T, cfg Config) *Client {
