@@ -12,8 +12,8 @@ func decideRefusal(sh *Shard, members map[string]Replica, gen uint64) (Decision,
 	r := sh.Refusal
 	ahead, ok := members[r.Ahead]
 	switch {
-	case !ok:
-		return Decision{}, badInput("refusal names %s, not in the replica set", r.Ahead)
+	case !ok || r.Ahead == r.By:
+		return Decision{}, badInput("refusal by %s names %q ahead: not another member of the replica set", r.By, r.Ahead)
 	case ahead.Liveness != Live:
 		return Decision{Action: Unplaceable, Reason: "the replica ahead may not lead",
 			Rejected: []Rejection{{r.Ahead, "it is " + ahead.Liveness.String()}}}, nil
@@ -26,10 +26,11 @@ func decideRefusal(sh *Shard, members map[string]Replica, gen uint64) (Decision,
 
 // decideRestarted: the run-state rule. A leader that crashed under periodic/none came back
 // under a new storage id and gave the shard up: it is named again only when every follower
-// holds less than it kept; else a caught-up follower is promoted.
+// holds less than it kept (and it is live, not draining); else a caught-up follower is
+// promoted.
 func decideRestarted(sh *Shard, members map[string]Replica, now int64, gen uint64, cfg Config) Decision {
 	kept := members[sh.Leader].Kept
-	less := len(sh.Followers) > 0
+	less := len(sh.Followers) > 0 && members[sh.Leader].Liveness == Live
 	for _, id := range sh.Followers {
 		e, found := entryOf(sh, id)
 		if !found || believed(e, members[id], sh, now, cfg, true) != "" || e.Durable >= kept {
