@@ -28,11 +28,20 @@ import (
 // discoverPoll is how often the peers are asked again while one is silent.
 const discoverPoll = 200 * time.Millisecond
 
+// level is the metadata level this member reports: the build's, or
+// FELIX_TEST_METADATA_LEVEL's.
+func (m *member) level() meta.Level {
+	if m.cfg.level != 0 {
+		return m.cfg.level
+	}
+	return meta.BuildMaxLevel
+}
+
 // ownIdentity is this member's answer at GET /v1/identity before its Raft
 // starts.
 func (m *member) ownIdentity() rest.IdentityBody {
 	node, storage := raftnode.SplitServerID(m.serverID)
-	return rest.IdentityBody{NodeID: node, StorageID: storage, ServerID: string(m.serverID), Level: meta.BuildMaxLevel,
+	return rest.IdentityBody{NodeID: node, StorageID: storage, ServerID: string(m.serverID), Level: m.level(),
 		RaftAddr: m.cfg.raftBind, HasState: m.hasState, KeyFingerprint: m.keys.Fingerprint()}
 }
 

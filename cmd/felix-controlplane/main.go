@@ -122,7 +122,7 @@ func start(cfg *config, log hclog.Logger) (*member, error) {
 	servers, err := m.bootstrapServers(ctx)
 	stop()
 	if err == nil {
-		m.node, err = startNode(cfg, m.serverID, servers, log)
+		m.node, err = startNode(cfg, m.serverID, m.level(), servers, log)
 	}
 	if err != nil {
 		_, _ = m.rest.Close(), m.metrics.Close()
@@ -152,6 +152,10 @@ func (m *member) openDataDir() error {
 	m.serverID = raftnode.ServerID(cfg.nodeID, sid)
 	if m.hasState, err = raftnode.HasState(cfg.dataDir); err != nil {
 		return err
+	}
+	if cfg.level != 0 {
+		m.log.Warn("FELIX_TEST_METADATA_LEVEL is set: this member reports a metadata level below its build's (tests only)",
+			"level", cfg.level)
 	}
 	if created {
 		m.log.Info("new storage identity: this member is a new Raft server", "server_id", string(m.serverID))
@@ -200,9 +204,9 @@ func (m *member) restHandler() http.Handler {
 	})
 }
 
-// startNode starts Raft as serverID on a TCP transport, bootstrapping
-// servers when not empty (bootstrapServers).
-func startNode(cfg *config, serverID raft.ServerID, servers []raft.Server, log hclog.Logger) (*raftnode.Node, error) {
+// startNode starts Raft as serverID reporting level on a TCP transport,
+// bootstrapping servers when not empty (bootstrapServers).
+func startNode(cfg *config, serverID raft.ServerID, level meta.Level, servers []raft.Server, log hclog.Logger) (*raftnode.Node, error) {
 	tr, err := raft.NewTCPTransportWithLogger(cfg.raftBind, nil, 3, 10*time.Second, log.Named("transport"))
 	if err != nil {
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.raftBind, err)
@@ -210,7 +214,7 @@ func startNode(cfg *config, serverID raft.ServerID, servers []raft.Server, log h
 	if len(cfg.peers) == 0 && len(servers) == 1 {
 		servers[0].Address = tr.LocalAddr() // alone: the bound address (a :0 port resolved)
 	}
-	node, err := raftnode.Start(raftnode.Config{ID: serverID, Dir: cfg.dataDir, Transport: tr,
+	node, err := raftnode.Start(raftnode.Config{ID: serverID, Dir: cfg.dataDir, Transport: tr, Level: level,
 		Bootstrap: servers, Meta: meta.Config{ChangeRetention: cfg.retention}, Logger: log,
 		Tune: func(c *raft.Config) {
 			c.SnapshotThreshold, c.SnapshotInterval = cfg.snapshotThreshold, cfg.snapshotInterval

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -251,4 +252,44 @@ func wipedRejoins(t *testing.T, ms []*cpMember, leader, y *cpMember, tok string)
 	if m := get(t, "http://"+leader.metrics+"/metrics"); !strings.Contains(m, `felix_meta_raft_member_below_floor{member="`+ident.ServerID+`"} 0`) {
 		t.Fatalf("leader metrics:\n%s", m)
 	}
+}
+
+// TestMemberBelowFloorHeldThenReleasedAsProcesses: the floor is raised to
+// 12 (a registration with a storage identity); a follower restarts playing
+// an older build (FELIX_TEST_METADATA_LEVEL=11): the leader holds it (held in
+// /v1/members, felix_meta_raft_member_below_floor 1) and it misses a write;
+// restarted on this build's level it is released and catches up.
+func TestMemberBelowFloorHeldThenReleasedAsProcesses(t *testing.T) {
+	const tok = "hold-e2e-token"
+	ms := startGroup(t, 3, tok)
+	mb := waitMembers(t, ms, ms[0], "three members at this level", allAt(3))
+	leader := byNode(ms, mb.Leader)
+	post(t, leader.base(), tok, "/v1/brokers", `{"node_id":"b1","storage_id":"s1","client_addr":"127.0.0.1:5000"}`, 200)
+	waitMembers(t, ms, leader, "floor 12", func(mb rest.MembersBody) bool { return mb.Floor == 12 })
+	y := ms[0]
+	if y == leader {
+		y = ms[1]
+	}
+	stop(t, y.p)
+	y.p = startMember(t, append(slices.Clone(y.env), "FELIX_TEST_METADATA_LEVEL=11"))
+	mb = waitMembers(t, ms, leader, y.id+" held", func(mb rest.MembersBody) bool {
+		m, ok := memberOf(mb, y.id)
+		return ok && m.Held && m.Level == 11
+	})
+	held, _ := memberOf(mb, y.id)
+	lead := byNode(ms, mb.Leader)
+	if m := get(t, "http://"+lead.metrics+"/metrics"); !strings.Contains(m, `felix_meta_raft_member_below_floor{member="`+held.ID+`"} 1`) {
+		t.Fatalf("leader metrics while %s is held:\n%s", y.id, m)
+	}
+	post(t, lead.base(), tok, "/v1/tenants", `{"tenant_id":"during"}`, 201)
+	if hasTenantAt(y, "during") {
+		t.Fatal("the held member was fed a write")
+	}
+	stop(t, y.p)
+	y.p = startMember(t, y.env)
+	waitMembers(t, ms, lead, y.id+" released at this level", func(mb rest.MembersBody) bool {
+		m, ok := memberOf(mb, y.id)
+		return ok && !m.Held && m.Level == meta.BuildMaxLevel
+	})
+	waitTenant(t, ms, y, "during")
 }

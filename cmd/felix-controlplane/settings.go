@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"felix/cluster/meta"
 )
 
 // setting is one FELIX_* variable of the control plane (spec/config.md §5;
@@ -34,6 +36,7 @@ var settings = []setting{
 	{"FELIX_CONTROLPLANE_CHANGES_LIMIT", "1000", "max changes per feed page"},
 	{"FELIX_AUTH", "on", "off disables the admin token check (a warning is logged)"},
 	{"FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS", "25000", "SIGTERM drain budget, ms"},
+	{"FELIX_TEST_METADATA_LEVEL", "", "test only: the metadata level this member reports, 1..14, playing an older build (a warning is logged)"},
 }
 
 // peer is one FELIX_CONTROLPLANE_PEERS (or _PEER_URLS) entry.
@@ -47,6 +50,7 @@ type config struct {
 	snapshotInterval, drain                      time.Duration
 	retention, changesLimit                      int
 	authOff                                      bool
+	level                                        meta.Level // FELIX_TEST_METADATA_LEVEL (0 = the build's)
 	values, sources                              map[string]string
 }
 
@@ -92,6 +96,13 @@ func loadConfig(lookup func(string) (string, bool)) (*config, error) {
 		}
 	}
 	errs = append(errs, c.numbers()...)
+	if lv := v["FELIX_TEST_METADATA_LEVEL"]; lv != "" {
+		n, err := strconv.Atoi(lv)
+		if err != nil || n < int(meta.LevelBase) || n > int(meta.BuildMaxLevel) {
+			errs = append(errs, fmt.Errorf("FELIX_TEST_METADATA_LEVEL=%q: a level in %d..%d", lv, meta.LevelBase, meta.BuildMaxLevel))
+		}
+		c.level = meta.Level(n)
+	}
 	switch v["FELIX_AUTH"] {
 	case "on", "":
 	case "off":
