@@ -140,6 +140,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.tokenCommand(),
 		a.logCommand(),
 		a.devCommand(),
+		a.clusterCommand(),
 	)
 	return root
 }
