@@ -33,13 +33,13 @@ func runUntilReady(t *testing.T, srv *Server, ctx context.Context) chan error {
 	return done
 }
 
-// The issue-23 repro: a clean stop, one sector of the shard's segment zeroed
-// mid-file, a restart. The broker starts and serves (issue 23 item 2: one
-// damaged log takes down only its shard); the shard answers storage_failed
-// naming DataAfterEnd, /ready lists it, and the log is never cut.
-func TestStartWithZeroGapAfterCleanStopIsolatesTheShard(t *testing.T) {
+// zeroGapDataDir runs a broker on a fresh data dir with streams "c" (400
+// records) and "other", stops it cleanly and zeroes one sector mid-way through
+// c's segment (the issue-23 repro's dd). It returns the dir, the segment and
+// its size.
+func zeroGapDataDir(t *testing.T, logger *slog.Logger) (string, string, int64) {
+	t.Helper()
 	dir := t.TempDir()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv, err := New(testConfig(t, dir), logger)
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +81,17 @@ func TestStartWithZeroGapAfterCleanStopIsolatesTheShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir, seg, st.Size()
+}
+
+// The issue-23 repro: a clean stop, one sector of the shard's segment zeroed
+// mid-file, a restart. The broker starts and serves (issue 23 item 2: one
+// damaged log takes down only its shard); the shard answers storage_failed
+// naming DataAfterEnd, /ready lists it, and the log is never cut.
+func TestStartWithZeroGapAfterCleanStopIsolatesTheShard(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dir, seg, size := zeroGapDataDir(t, logger)
+	acks := make(chan error, 1)
 	srv2, err := New(testConfig(t, dir), logger) // New opens the engine and the catalog's shards
 	if err != nil {
 		t.Fatalf("the broker refused to start over one damaged shard: %v", err)
@@ -113,7 +124,7 @@ func TestStartWithZeroGapAfterCleanStopIsolatesTheShard(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "damaged: stream default/default/c shard 0: DataAfterEnd in segment 00000000000000000000.log at byte ") {
 		t.Fatalf("/ready: %d %q, want 200 listing the damaged shard", resp.StatusCode, body)
 	}
-	if after, _ := os.Stat(seg); after.Size() != st.Size() {
-		t.Fatalf("the start cut the damaged segment: %d -> %d bytes", st.Size(), after.Size())
+	if after, _ := os.Stat(seg); after.Size() != size {
+		t.Fatalf("the start cut the damaged segment: %d -> %d bytes", size, after.Size())
 	}
 }

@@ -29,12 +29,11 @@ func streamSegment(t *testing.T, dataDir, stream string) string {
 	return m[0]
 }
 
-// A flipped byte in a sealed segment (issue 23 item 1), through a real broker: a
-// subscription from earliest delivers offsets 0..3, then Next ends with ErrStorageFailed
-// naming the stream, shard, segment and byte (not the server's path) and the SDK does not
-// subscribe again; a subscription from offset 5 reads every later record; the broker
-// logged the damage at ERROR and exports felix_stream_damaged.
-func TestDamagedSealedSegmentEndsSubscriptionTyped(t *testing.T) {
+// damagedSealedBroker runs a broker (64 KiB segments) with stream "damaged" of 600
+// records of 200 bytes, stops it, flips a payload byte of offset 4 in its sealed segment 0
+// and starts it again on the same data dir.
+func damagedSealedBroker(t *testing.T) *testBroker {
+	t.Helper()
 	seg := []string{"FELIX_DURABLE_SEGMENT_BYTES=65536", "FELIX_DURABLE_FSYNC_MODE=on_commit"}
 	b := startBroker(t, "", seg...)
 	b.createStream("damaged", true)
@@ -58,8 +57,17 @@ func TestDamagedSealedSegmentEndsSubscriptionTyped(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	b = startBroker(t, b.dataDir, seg...)
-	c = b.dial()
+	return startBroker(t, b.dataDir, seg...)
+}
+
+// A flipped byte in a sealed segment (issue 23 item 1), through a real broker: a
+// subscription from earliest delivers offsets 0..3, then Next ends with ErrStorageFailed
+// naming the stream, shard, segment and byte (not the server's path) and the SDK does not
+// subscribe again; a subscription from offset 5 reads every later record; the broker
+// logged the damage at ERROR and exports felix_stream_damaged.
+func TestDamagedSealedSegmentEndsSubscriptionTyped(t *testing.T) {
+	b := damagedSealedBroker(t)
+	c := b.dial()
 	sub, err := c.Subscribe(testCtx(t), "damaged", Earliest, SubscribeOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +113,19 @@ func TestDamagedSealedSegmentEndsSubscriptionTyped(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if !regexp.MustCompile(`(?m)^felix_stream_damaged\{[^}]*stream="damaged",shard="0"\} 1$`).Match(body) {
 		t.Fatalf("no felix_stream_damaged 1 for the shard:\n%s", body)
+	}
+}
+
+// untilStored retries op while it answers storage_failed (the broker's retry brings the
+// shard back), for at most 30 s.
+func untilStored(t *testing.T, what string, op func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for err := op(); err != nil; err = op() {
+		if !errors.Is(err, ErrStorageFailed) || time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -184,19 +205,8 @@ func TestFullDiskThenFreedResumesWithoutRestart(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for err := publish("after-0"); err != nil; err = publish("after-0") {
-		if !errors.Is(err, ErrStorageFailed) || time.Now().After(deadline) {
-			t.Fatalf("publish after freeing the disk: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for err := c.Put(testCtx(t), "kv", "after", []byte("v2"), 0); err != nil; err = c.Put(testCtx(t), "kv", "after", []byte("v2"), 0) {
-		if !errors.Is(err, ErrStorageFailed) || time.Now().After(deadline) {
-			t.Fatalf("put after freeing the disk: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	untilStored(t, "publish after freeing the disk", func() error { return publish("after-0") })
+	untilStored(t, "put after freeing the disk", func() error { return c.Put(testCtx(t), "kv", "after", []byte("v2"), 0) })
 	sub, err := c.Subscribe(testCtx(t), "full", Earliest, SubscribeOptions{})
 	if err != nil {
 		t.Fatal(err)
