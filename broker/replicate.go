@@ -30,6 +30,10 @@ type replication struct {
 	srv *Server
 	// place is SetPlacement's table (nil: the broker's own placement).
 	place atomic.Pointer[placementSeam]
+	// seamVersion is the ownership table's version once place filled it (set after the
+	// Replace; 0: never): a table of another version is the broker's own, whatever place
+	// holds (detachReopened).
+	seamVersion atomic.Uint64
 
 	kick    atomic.Pointer[chan struct{}] // a reconcile pass ran: re-plan the shippers (nil before the start)
 	alone   atomic.Bool                   // no internal listener: only detachAlone runs after a pass
@@ -72,6 +76,7 @@ func (s *Server) replPlace(_ string, fill func(CatalogView)) func(CatalogView) {
 	return func(v CatalogView) {
 		if p := s.repl.place.Load(); p != nil {
 			s.owners.Replace(p.place(v))
+			s.repl.seamVersion.Store(s.owners.Version())
 			return
 		}
 		fill(v)
@@ -179,8 +184,14 @@ func (r *replication) loop(ctx context.Context, kick <-chan struct{}) {
 // cluster's) or on a broker that is a single node (no internal listener): the
 // single-node table a clustered broker runs on before its placement arrives says
 // nothing about the replica set, and detaching on it would release the recovered tail.
-func detachReopened(s *Server, ref core.ShardRef) {
-	if s.repl.place.Load() == nil && len(s.cfg.ClusterPeers) == 0 && s.cfg.InternalBind != "" {
+// SetPlacement's table counts only when the plan's snapshot (version) is the one a pass
+// filled from it (seamVersion), not from the SetPlacement call on: a plan that read the
+// single-node table just before the pass replaced it detached a restarted leader's shard
+// and released its held record now and then (TestReplicationRestartedLeaderHoldsItsTail);
+// the pass's own plan, right after it, decides. version 0: no snapshot (detachAlone).
+func detachReopened(s *Server, ref core.ShardRef, version uint64) {
+	seam := version != 0 && s.repl.seamVersion.Load() == version
+	if !seam && len(s.cfg.ClusterPeers) == 0 && s.cfg.InternalBind != "" {
 		return
 	}
 	st, err := s.engine.ReplicaState(core.LogAddr{Kind: ref.Kind, Name: ref.Name, Shard: ref.Shard, Log: proto.LogStream})
@@ -197,7 +208,7 @@ func detachReopened(s *Server, ref core.ShardRef) {
 func (r *replication) detachAlone() {
 	for _, st := range r.srv.engine.Shards() {
 		if st.Ref.Kind == core.ShardStream && st.Role == core.RoleLeader {
-			detachReopened(r.srv, st.Ref)
+			detachReopened(r.srv, st.Ref, 0)
 		}
 	}
 }
@@ -217,7 +228,7 @@ type leaderWant struct {
 func (r *replication) plan(ctx context.Context) {
 	s := r.srv
 	want := map[core.LogAddr]leaderWant{}
-	owners, _ := s.owners.Snapshot()
+	owners, version := s.owners.Snapshot()
 	durability := shardDurability{srv: s}
 	for _, st := range s.engine.Shards() {
 		a, ok := owners[st.Ref]
@@ -226,7 +237,7 @@ func (r *replication) plan(ctx context.Context) {
 		}
 		if len(a.ReplicaSet) == 0 {
 			if st.Ref.Kind == core.ShardStream {
-				detachReopened(s, st.Ref)
+				detachReopened(s, st.Ref, version)
 			}
 			continue
 		}
