@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -17,29 +18,28 @@ const agreeWait = 30 * time.Second
 // entries to the same state. It returns the seq. Errors: two members differing at one seq
 // (both bodies quoted, cut to 2 KiB), or no common seq within within.
 func (c *cluster) agree(a *api, within time.Duration) (uint64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	last := ""
-	for {
-		bodies, seqs, err := c.snapshots(ctx, a)
-		if err == nil && allEqual(seqs) {
-			for i := 1; i < len(bodies); i++ {
-				if !bytes.Equal(bodies[0], bodies[i]) {
-					return 0, fmt.Errorf("at seq %d %s and %s differ:\n%s\n%s", seqs[0], c.members[0].id,
-						c.members[i].id, cut(bodies[0]), cut(bodies[i]))
-				}
+	var seqs []uint64
+	var last error
+	err := poll(within, pollInterval, func(ctx context.Context) (bool, error) {
+		var bodies [][]byte
+		if bodies, seqs, last = c.snapshots(ctx, a); last != nil || !allEqual(seqs) {
+			return false, nil
+		}
+		for i := 1; i < len(bodies); i++ {
+			if !bytes.Equal(bodies[0], bodies[i]) {
+				return false, fmt.Errorf("at seq %d %s and %s differ:\n%s\n%s", seqs[0], c.members[0].id,
+					c.members[i].id, cut(bodies[0]), cut(bodies[i]))
 			}
-			return seqs[0], nil
 		}
-		last = fmt.Sprintf("seqs %v, %v", seqs, err)
-		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("members at no common seq within %v (last: %s)", within, last)
-		case <-tick.C:
-		}
+		return true, nil
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		return 0, fmt.Errorf("members at no common seq within %v (last: seqs %v, %v)", within, seqs, last)
 	}
+	if err != nil {
+		return 0, err
+	}
+	return seqs[0], nil
 }
 
 // snapshots reads every member's /v1/snapshot body and its seq.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -162,50 +163,38 @@ func (m *member) gauges(ctx context.Context) (raftGauges, error) {
 // felix_meta_raft_leader 1 (the highest term wins when a deposed leader has not noticed
 // yet), bounded by within. Errors: no leader in time.
 func (c *cluster) waitLeader(within time.Duration) (*member, raftGauges, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		var best *member
-		var bestG raftGauges
+	var best *member
+	var bestG raftGauges
+	err := poll(within, pollInterval, func(ctx context.Context) (bool, error) {
 		for _, m := range c.running() {
 			if g, err := m.gauges(ctx); err == nil && g.leader && (best == nil || g.term > bestG.term) {
 				best, bestG = m, g
 			}
 		}
-		if best != nil {
-			return best, bestG, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, raftGauges{}, fmt.Errorf("no member reported felix_meta_raft_leader 1 within %v", within)
-		case <-tick.C:
-		}
+		return best != nil, nil
+	})
+	if err != nil {
+		return nil, raftGauges{}, fmt.Errorf("no member reported felix_meta_raft_leader 1 within %v", within)
 	}
+	return best, bestG, nil
 }
 
 // waitApplied polls m's /metrics until its applied index reaches index, bounded by
 // within. Errors: not reached in time (with the last gauges), m exited.
 func (c *cluster) waitApplied(m *member, index uint64, within time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
 	var last raftGauges
 	var lastErr error
-	for {
-		if last, lastErr = m.gauges(ctx); lastErr == nil && last.applied >= index {
-			return nil
+	err := poll(within, pollInterval, func(ctx context.Context) (bool, error) {
+		if !m.proc.Running() {
+			return false, fmt.Errorf("%s exited while catching up to index %d", m.id, index)
 		}
-		select {
-		case <-m.proc.Exited():
-			return fmt.Errorf("%s exited while catching up to index %d", m.id, index)
-		case <-ctx.Done():
-			return fmt.Errorf("%s: applied index %d < %d after %v (%v)", m.id, last.applied, index, within, lastErr)
-		case <-tick.C:
-		}
+		last, lastErr = m.gauges(ctx)
+		return lastErr == nil && last.applied >= index, nil
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: applied index %d < %d after %v (%v)", m.id, last.applied, index, within, lastErr)
 	}
+	return err
 }
 
 // kill SIGKILLs m and waits until it is reaped.

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -73,5 +74,23 @@ func seed(t *testing.T) uint64 {
 	return s
 }
 
-// deadline bounds one wait of a test: d from now.
-func deadline(d time.Duration) time.Time { return time.Now().Add(d) }
+// poll calls try once at once and then once per every tick until it reports done or
+// fails, bounded by within; try's ctx ends with that bound (use it for requests). Errors:
+// try's, or context.DeadlineExceeded when within ran out first (the caller says what it
+// last saw).
+func poll(within, every time.Duration, try func(ctx context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		if done, err := try(ctx); done || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}

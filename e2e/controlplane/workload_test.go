@@ -14,25 +14,26 @@ import (
 )
 
 // setupWrite sends one setup write through the members in turn until it answers one of
-// want (a 503 or a cut answer is retried every 50 ms), bounded by ctx. Errors: another
-// answer, or ctx's end with the last answer.
-func (a *api) setupWrite(ctx context.Context, members []*member, method, path string, body any, want ...int) error {
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for i := 0; ; i++ {
-		ans := a.do(ctx, members[i%len(members)], method, path, body)
+// want (a 503 or a cut answer is retried every 50 ms), bounded by within. Errors: another
+// answer, or the bound's end with the last answer.
+func (a *api) setupWrite(within time.Duration, members []*member, method, path string, body any, want ...int) error {
+	var ans answer
+	i := 0
+	err := poll(within, 50*time.Millisecond, func(ctx context.Context) (bool, error) {
+		ans = a.do(ctx, members[i%len(members)], method, path, body)
+		i++
 		switch {
 		case ans.err == nil && slices.Contains(want, ans.status):
-			return nil
+			return true, nil
 		case ans.err == nil && ans.status != http.StatusServiceUnavailable && ans.status < 500:
-			return fmt.Errorf("%s %s: %w", method, path, ans.error())
+			return false, ans.error()
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s %s: %w (last answer: %v)", method, path, ctx.Err(), ans.error())
-		case <-tick.C:
-		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s %s: %w (last answer: %v)", method, path, err, ans.error())
 	}
+	return nil
 }
 
 // broker is the one broker the setup registers (a stream of replication factor 1 needs a
@@ -43,8 +44,6 @@ const broker = "b1"
 // stream_incarnations (until then a deleted stream's name cannot be created again),
 // bounded by within.
 func (a *api) setup(members []*member, within time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
 	reg := map[string]any{"node_id": broker, "client_addr": "127.0.0.1:1", "internal_addr": "127.0.0.1:2",
 		"features": []string{"stream_incarnations"}, "max_level": 14}
 	steps := []struct {
@@ -58,24 +57,20 @@ func (a *api) setup(members []*member, within time.Duration) error {
 			[]int{http.StatusCreated, http.StatusConflict}},
 	}
 	for _, s := range steps {
-		if err := a.setupWrite(ctx, members, s.method, s.path, s.body, s.want...); err != nil {
+		if err := a.setupWrite(within, members, s.method, s.path, s.body, s.want...); err != nil {
 			return err
 		}
 	}
 	// Refused (409) while the leader has not yet reported every member's level: retried.
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ans := a.do(ctx, members[0], http.MethodPost, "/v1/fleet/features/stream_incarnations/finalize", map[string]any{})
-		if ans.err == nil && ans.status == http.StatusOK {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("finalize stream_incarnations: %w (last answer: %v)", ctx.Err(), ans.error())
-		case <-tick.C:
-		}
+	var ans answer
+	err := poll(within, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		ans = a.do(ctx, members[0], http.MethodPost, "/v1/fleet/features/stream_incarnations/finalize", map[string]any{})
+		return ans.err == nil && ans.status == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("finalize stream_incarnations: %w (last answer: %v)", err, ans.error())
 	}
+	return nil
 }
 
 // heartbeats keeps the broker live (meta.DefaultLivenessTimeout is 10 s) with a heartbeat
@@ -169,16 +164,9 @@ func (w *workload) ticks(o history.Outcome) int {
 
 // waitWrites waits until the workload's ok writes exceed from by n, bounded by within.
 func (w *workload) waitWrites(from int64, n int64, within time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for w.okWrites.Load() < from+n {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%d ok catalog writes within %v, want %d", w.okWrites.Load()-from, within, n)
-		case <-tick.C:
-		}
+	err := poll(within, pollInterval, func(context.Context) (bool, error) { return w.okWrites.Load() >= from+n, nil })
+	if err != nil {
+		return fmt.Errorf("%d ok catalog writes within %v, want %d", w.okWrites.Load()-from, within, n)
 	}
 	return nil
 }
@@ -193,20 +181,19 @@ const probePace = 20 * time.Millisecond
 // probePace, until one is created; it returns when that create completed. Errors: none
 // created within within.
 func (a *api) probe(survivors []*member, kill int, within time.Duration) (time.Time, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	tick := time.NewTicker(probePace)
-	defer tick.Stop()
-	for n := 0; ; n++ {
+	var resumed time.Time
+	n := 0
+	err := poll(within, probePace, func(ctx context.Context) (bool, error) {
 		name := fmt.Sprintf("probe-%d-%d", kill, n)
 		if a.create(ctx, probeProcess, survivors[n%len(survivors)], name, int64(kill)<<32|int64(n)) == history.OK {
-			return time.Now(), nil
+			resumed = time.Now()
 		}
-		select {
-		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("no catalog write through %s, %s within %v of the kill (%d tries)",
-				survivors[0].id, survivors[len(survivors)-1].id, within, n+1)
-		case <-tick.C:
-		}
+		n++
+		return !resumed.IsZero(), nil
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("no catalog write through %s, %s within %v of the kill (%d tries)",
+			survivors[0].id, survivors[len(survivors)-1].id, within, n)
 	}
+	return resumed, nil
 }
