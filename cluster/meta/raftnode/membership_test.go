@@ -261,13 +261,15 @@ func TestMemberBelowFloorHeldThenReleased(t *testing.T) {
 	v, o := g.nodes[fs[0]], g.nodes[fs[1]]
 	g.propose(l, &meta.MemberLevelReport{MemberID: string(v.ID), Level: 11})
 	waitFor(t, "the hold", 10*time.Second, func() bool { return l.Hold.Held(v.ID) })
+	// Both senders to v (replication and heartbeats) wait on the fake clock:
+	// nothing looks at v's standing again until it advances.
+	waitFor(t, "both sends to the held member waiting", 10*time.Second, func() bool { return len(g.clk.Deadlines()) >= 2 })
 	g.propose(l, &meta.CreateTenant{TenantID: "during"})
 	waitFor(t, "the other follower applying", 10*time.Second, func() bool { return hasTenant(o, "during") })
 	g.propose(l, &meta.MemberLevelReport{MemberID: string(v.ID), Level: meta.BuildMaxLevel})
 	if hasTenant(v, "during") || !l.Hold.Held(v.ID) || !l.Hold.BelowFloor()[v.ID] {
 		t.Fatal("the held member was fed, or released before a recheck")
 	}
-	waitFor(t, "a held send waiting on the clock", 10*time.Second, func() bool { return len(g.clk.Deadlines()) > 0 })
 	g.clk.Advance(DefaultHoldRecheck)
 	waitFor(t, "the release and catch-up", 10*time.Second, func() bool { return hasTenant(v, "during") })
 	if l.Hold.Held(v.ID) || l.Hold.BelowFloor()[v.ID] {
