@@ -71,6 +71,7 @@ type forwarding struct {
 	hold    bool
 	rr      atomic.Uint64 // round-robin of unkeyed publishes routed from the catalog
 	m       forwardMetrics
+	slots   forwardSlots // forwards in flight per owner (forward_slots.go)
 }
 
 // forwardMetrics are the forwarding series on /metrics (docs/operations.md, "Static
@@ -232,7 +233,8 @@ func (f *forwarding) drive(op string, msg proto.InternalMessage, req cforward.Re
 	return act
 }
 
-// attempt waits the Send's backoff, then sends it and classifies the outcome. Once the
+// attempt waits the Send's backoff and a slot toward the owner (forward_slots.go), then
+// sends it and classifies the outcome. Once the
 // broker drains, a retry is not sent (OutNotSent: the Machine fails it, or reports it
 // indeterminate when an earlier attempt's outcome was unknown), so the drain does not
 // wait out a backoff schedule.
@@ -260,6 +262,11 @@ func (f *forwarding) attempt(ctx context.Context, msg proto.InternalMessage, act
 	if err != nil {
 		return cforward.Event{Outcome: cforward.OutNotSent, Err: err}
 	}
+	release, err := f.slots.acquire(ctx, f.s.shutdown.Done(), peer.NodeID)
+	if err != nil { // nothing was sent: the Machine fails it (or reports it unknown after an unknown attempt)
+		return cforward.Event{Outcome: cforward.OutNotSent, Err: err}
+	}
+	defer release()
 	return cforward.Classify(f.pool.Request(ctx, transport.Peer{NodeID: peer.NodeID, Addr: peer.InternalAddr}, sent))
 }
 
