@@ -107,19 +107,26 @@ func startControlPlane(ctx context.Context, t *testing.T) *fixture {
 // startBroker starts broker i in cluster mode and waits for its ready file (written once
 // it registered and loaded the snapshot).
 func (f *fixture) startBroker(ctx context.Context, i int) *brokerProc {
+	return f.spawnBroker(ctx, i, true)
+}
+
+// spawnBroker starts broker i in cluster mode, waiting for its ready file when ready.
+func (f *fixture) spawnBroker(ctx context.Context, i int, ready bool) *brokerProc {
 	f.t.Helper()
 	b := &brokerProc{id: fmt.Sprintf("node-%d.felix", i), addr: freeAddr(f.t), internal: freeAddr(f.t)}
 	dir := filepath.Join(f.root, strconv.Itoa(i))
-	ready := filepath.Join(dir, "ready.json")
+	readyFile := filepath.Join(dir, "ready.json")
 	spec := supervisor.Spec{Name: fmt.Sprintf("broker-%d", i), Path: bins.broker, Dir: f.root,
 		Env: []string{"FELIX_QUIC_BIND=" + b.addr, "FELIX_BROKER_METRICS_BIND=" + b.addr, "FELIX_INTERNAL_BIND=" + b.internal,
 			"FELIX_NODE_ID=" + b.id, "FELIX_CONTROLPLANE_URL=" + f.cpURL,
 			"FELIX_CONTROLPLANE_ADMIN_TOKEN_FILE=" + filepath.Join(f.root, "cp", "admin-token"),
 			"FELIX_CONTROLPLANE_HEARTBEAT_INTERVAL_MS=500", "FELIX_DURABLE_STORAGE_DIR=" + filepath.Join(dir, "data"),
-			"FELIX_READY_FILE=" + ready, "FELIX_TLS_CERT=" + f.cert.CertFile, "FELIX_TLS_KEY=" + f.cert.KeyFile,
+			"FELIX_READY_FILE=" + readyFile, "FELIX_TLS_CERT=" + f.cert.CertFile, "FELIX_TLS_KEY=" + f.cert.KeyFile,
 			"FELIX_AUTH=off", "FELIX_CORE_SHARDS=1", "FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS=5000", "FELIX_CLUSTER_PEERS=",
-			"FELIX_AUTH_TOKEN=", "FELIX_AUTH_TENANT="},
-		Ready: supervisor.Ready{File: ready, Timeout: scenario.BrokerReadyWait}}
+			"FELIX_AUTH_TOKEN=", "FELIX_AUTH_TENANT="}}
+	if ready {
+		spec.Ready = supervisor.Ready{File: readyFile, Timeout: scenario.BrokerReadyWait}
+	}
 	var err error
 	if b.proc, err = f.sup.Start(ctx, spec); err != nil {
 		f.t.Fatal(err)
