@@ -12,6 +12,7 @@ type InputError struct {
 	What string
 }
 
+// Error returns "placement: bad input: " and what was wrong.
 func (e *InputError) Error() string { return "placement: bad input: " + e.What }
 
 func badInput(format string, args ...any) error {

@@ -50,10 +50,7 @@ func (n *rnode) startLeading(now sim.Time, gen uint64) []sim.Envelope[msg] {
 	if !resume {
 		n.writeBallot(replica.Ballot{Generation: gen, Leader: self})
 	}
-	var set []string
-	for _, id := range n.w.replicas {
-		set = append(set, name(id))
-	}
+	set := n.w.names()
 	round, err := NewFenceRound(FenceConfig{Generation: gen, Self: self, ReplicaSet: set,
 		Own: map[proto.ReplicaLog]Position{proto.LogStream: n.position()}, MajorityAck: true, without: n.w.without})
 	if err != nil {
@@ -114,10 +111,7 @@ func (l *leading) serve(n *rnode) {
 		n.writeEpochs(append(append([]replica.Epoch(nil), n.epochs...), replica.Epoch{Generation: l.gen, StartOffset: start}))
 		n.appendRecords([][]byte{[]byte(fmt.Sprintf("g%d", l.gen))})
 	}
-	var set []string
-	for _, id := range n.w.replicas {
-		set = append(set, name(id))
-	}
+	set := n.w.names()
 	l.tracker = replica.NewTracker(replica.TrackerConfig{Generation: l.gen, Leader: name(n.env.ID), ReplicaSet: set,
 		GenerationStart: true, StartOffset: start, MajorityAck: true})
 	l.released = start + 1

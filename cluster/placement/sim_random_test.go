@@ -43,29 +43,28 @@ func randomLink(seed uint64) sim.LinkFaults {
 	return lf
 }
 
+// except returns ids without id.
+func except(ids []sim.NodeID, id sim.NodeID) []sim.NodeID {
+	var out []sim.NodeID
+	for _, v := range ids {
+		if v != id {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // fault applies one random fault (or a heal) and returns a note for the trace.
 func fault(w *world, r *sim.Rand) string {
 	f := w.s.Faults()
 	victim := w.replicas[r.IntN(len(w.replicas))]
 	switch r.IntN(5) {
 	case 0:
-		others := []sim.NodeID{placementNode}
-		for _, id := range w.replicas {
-			if id != victim {
-				others = append(others, id)
-			}
-		}
-		f.Partition([]sim.NodeID{victim}, others)
+		f.Partition([]sim.NodeID{victim}, append(except(w.replicas, victim), placementNode))
 		return fmt.Sprintf("partition n%d", victim)
 	case 1:
 		l := w.leader()
-		var followers []sim.NodeID
-		for _, id := range w.replicas {
-			if id != l {
-				followers = append(followers, id)
-			}
-		}
-		f.BlockOneWay([]sim.NodeID{l}, followers)
+		f.BlockOneWay([]sim.NodeID{l}, except(w.replicas, l))
 		return fmt.Sprintf("block n%d -> followers", l)
 	case 2:
 		if w.s.Up(victim) {

@@ -54,28 +54,29 @@ func TestSimFenceRefusalKeepsAckedWrites(t *testing.T) {
 	}
 }
 
+// expectLost runs the stale-report scenario with a fix switched off: the checker must find
+// an acknowledged write lost.
+func expectLost(t *testing.T, without gaps, what string) {
+	t.Helper()
+	w, bad := run(t, simOptions{seed: 2, link: sim.LinkFaults{Delay: time.Millisecond}, without: without}, staleReport)
+	if lostWrites(bad) == 0 {
+		t.Fatalf("without %s the checker should find a lost acknowledged write: %s", what, w.summary())
+	}
+	t.Logf("found, as it should:\n%s", strings.Join(bad[:min(3, len(bad))], "\n"))
+}
+
 // TestSimTeethFenceBeforeOpen: turning the fence-before-open off loses an acknowledged
 // write in the same scenario (n2 serves before any replica took its fence, and truncates
 // n3's suffix).
 func TestSimTeethFenceBeforeOpen(t *testing.T) {
-	w, bad := run(t, simOptions{seed: 2, link: sim.LinkFaults{Delay: time.Millisecond},
-		without: gaps{fenceBeforeOpen: true}}, staleReport)
-	if lostWrites(bad) == 0 {
-		t.Fatalf("without the fence before open the checker should find a lost acknowledged write: %s", w.summary())
-	}
-	t.Logf("found, as it should:\n%s", strings.Join(bad[:min(3, len(bad))], "\n"))
+	expectLost(t, gaps{fenceBeforeOpen: true}, "the fence before open")
 }
 
 // TestSimTeethPromoteBehind: without the gap's fix (the promoted broker opens although a
 // fenced replica is ahead of it) the less up-to-date n2 leads and an acknowledged write is
 // lost.
 func TestSimTeethPromoteBehind(t *testing.T) {
-	w, bad := run(t, simOptions{seed: 2, link: sim.LinkFaults{Delay: time.Millisecond},
-		without: gaps{aheadRefusal: true}}, staleReport)
-	if lostWrites(bad) == 0 {
-		t.Fatalf("without the refusal the checker should find a lost acknowledged write: %s", w.summary())
-	}
-	t.Logf("found, as it should:\n%s", strings.Join(bad[:min(3, len(bad))], "\n"))
+	expectLost(t, gaps{aheadRefusal: true}, "the refusal")
 }
 
 // isolatedLeader: n1 leads, then is cut off from the replicas and placement while clients

@@ -78,6 +78,15 @@ func fmtMsg(m msg) string {
 	return fmt.Sprintf("k=%d val=%d off=%d id=%d gen=%d err=%s", m.k, m.val, m.off, m.id, m.gen, m.err)
 }
 
+// names are the replicas' node ids.
+func (w *world) names() []string {
+	var out []string
+	for _, id := range w.replicas {
+		out = append(out, name(id))
+	}
+	return out
+}
+
 // local is node id's clock at virtual time now.
 func (w *world) local(id sim.NodeID, now sim.Time) int64 {
 	if s := w.slow[id]; s > 1 {
