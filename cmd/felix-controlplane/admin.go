@@ -223,9 +223,10 @@ func (c *adminClient) members(w io.Writer) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tNODE\tSTORAGE ID\tADDRESS\tLEADER\tLEVEL\tHELD")
+	fmt.Fprintln(tw, "MEMBER\tNODE\tSTORAGE ID\tADDRESS\tLEADER\tLEVEL\tHELD\tANSWERED AS")
 	for _, m := range mb.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%v\n", m.ID, m.NodeID, orDash(m.StorageID), m.Address, m.Leader, m.Level, m.Held)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%v\t%s\n", m.ID, m.NodeID, orDash(m.StorageID), m.Address, m.Leader, m.Level,
+			m.Held, orDash(m.AnsweredAs))
 	}
 	fmt.Fprintf(tw, "floor %d (served by %s)\n", mb.Floor, orDash(mb.ServedBy))
 	return tw.Flush()

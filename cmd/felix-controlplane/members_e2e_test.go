@@ -227,6 +227,10 @@ func wipedRejoins(t *testing.T, ms []*cpMember, leader, y *cpMember, tok string)
 		ident.HasState {
 		t.Fatalf("the wiped member's identity %+v (%v), old storage id %s", ident, err, before.StorageID)
 	}
+	waitMembers(t, ms, leader, "the old id answered under the new one", func(mb rest.MembersBody) bool {
+		m, ok := memberOf(mb, y.id)
+		return ok && m.ID == before.ID && m.AnsweredAs == ident.ServerID
+	})
 	if out, code := runAdmin(t, leader.base(), tok, "members", "add", y.id); code != 1 || !strings.Contains(out, "remove it first") {
 		t.Fatalf("adding the new server over the old one's address: %d %s", code, out)
 	}

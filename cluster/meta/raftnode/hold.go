@@ -79,7 +79,7 @@ type HoldTransport struct {
 	standing func(raft.ServerID) Standing
 	stop     chan struct{}
 	stopOnce sync.Once
-	warned   map[raft.ServerID]raft.ServerID // identity mismatches logged
+	warned   map[raft.ServerID]raft.ServerID // the last answer of a server id came from another
 }
 
 // NewHoldTransport wraps inner; clk (nil = clock.Real()) times the rechecks
@@ -114,6 +114,19 @@ func (h *HoldTransport) BelowFloor() map[raft.ServerID]bool {
 	defer h.mu.Unlock()
 	out := make(map[raft.ServerID]bool, len(h.gauge))
 	for k, v := range h.gauge {
+		out[k] = v
+	}
+	return out
+}
+
+// AnsweredAs gives, per server id whose last answer came from another
+// server id, that id (a member that lost its disk and came back under a new
+// storage identity: replace it).
+func (h *HoldTransport) AnsweredAs() map[raft.ServerID]raft.ServerID {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[raft.ServerID]raft.ServerID, len(h.warned))
+	for k, v := range h.warned {
 		out[k] = v
 	}
 	return out
@@ -173,6 +186,9 @@ func (h *HoldTransport) waitReleased(id raft.ServerID) error {
 func (h *HoldTransport) identity(id raft.ServerID, target raft.ServerAddress, hdr raft.RPCHeader) error {
 	got := raft.ServerID(hdr.ID)
 	if len(hdr.ID) == 0 || got == id {
+		h.mu.Lock()
+		delete(h.warned, id)
+		h.mu.Unlock()
 		return nil
 	}
 	h.mu.Lock()

@@ -219,6 +219,9 @@ func TestWipedMemberComesBackAsNewServer(t *testing.T) {
 	if !strings.Contains(g.logs[l.index(g.nodes)].String(), "answered as "+string(nv.ID)) {
 		t.Fatalf("no identity warning on the leader:\n%s", g.logs[l.index(g.nodes)])
 	}
+	if got := l.Hold.AnsweredAs()[old]; got != nv.ID {
+		t.Fatalf("the leader's view of who answers for %s: %q", old, got)
+	}
 	g.start(f, g.nodes[f].ID, nil)
 	l = leader(t, g.nodes)
 	if err := l.AddMember(nv.ID, nv.Hold.LocalAddr(), meta.BuildMaxLevel, true, 5*time.Second); meta.StatusOf(err) != 409 ||

@@ -52,6 +52,10 @@ type MemberView struct {
 	Leader    bool       `json:"leader"`
 	Level     meta.Level `json:"level"`
 	Held      bool       `json:"held"`
+	// AnsweredAs is the server id that answers at Address instead of ID (a
+	// member that lost its disk, under its new storage identity); "" when
+	// none (the leader's view).
+	AnsweredAs string `json:"answered_as,omitempty"`
 }
 
 // MembersBody is GET /v1/members: the leader's id, the group's floor, the
@@ -131,7 +135,7 @@ func (h *Handler) members(w http.ResponseWriter, r *http.Request) {
 		levels[m.ID] = m.Level
 	}
 	_, leader := rf.LeaderWithID()
-	held := h.cfg.Node.Hold.BelowFloor()
+	held, answered := h.cfg.Node.Hold.BelowFloor(), h.cfg.Node.Hold.AnsweredAs()
 	body := MembersBody{Leader: string(leader), Floor: st.Floor(), ServedBy: string(h.cfg.Node.ID), Members: []MemberView{}}
 	for _, s := range f.Configuration().Servers {
 		if s.Suffrage != raft.Voter {
@@ -139,7 +143,8 @@ func (h *Handler) members(w http.ResponseWriter, r *http.Request) {
 		}
 		node, storage := raftnode.SplitServerID(s.ID)
 		body.Members = append(body.Members, MemberView{ID: string(s.ID), NodeID: node, StorageID: storage,
-			Address: string(s.Address), Leader: s.ID == leader, Level: levels[string(s.ID)], Held: held[s.ID]})
+			Address: string(s.Address), Leader: s.ID == leader, Level: levels[string(s.ID)], Held: held[s.ID],
+			AnsweredAs: string(answered[s.ID])})
 	}
 	writeJSON(w, http.StatusOK, body)
 }
