@@ -152,6 +152,7 @@ func (s *Server) startControlPlane(ctx context.Context) error {
 		} else if ctx.Err() != nil {
 			return fmt.Errorf("broker: control plane: first snapshot: %w", err)
 		}
+		cp.pause(ctx)
 	}
 	cp.startLoops(nil)
 	return nil
@@ -336,17 +337,38 @@ func (cp *controlPlane) follow(ctx context.Context) {
 			return
 		case errors.Is(err, metaclient.ErrGone):
 			cp.s.log.Info("change feed cursor gone: reloading the snapshot", "cursor", cp.cursor.Load(), "err", err)
-			_ = cp.reload(ctx)
+			cp.reloadOrPause(ctx)
 		case err != nil:
 			cp.unreachable(err)
+		case page.Epoch == 0: // the feed's epochs start at 1: not a control plane's page
+			cp.s.log.Warn("change feed: a page without an epoch is skipped", "last", page.Last)
+			cp.pause(ctx)
 		case page.Epoch != cp.epoch():
 			cp.reachable()
 			cp.s.log.Info("change feed epoch changed: reloading the snapshot", "was", cp.epoch(), "now", page.Epoch)
-			_ = cp.reload(ctx)
+			cp.reloadOrPause(ctx)
 		default:
 			cp.reachable()
 			cp.applyPage(page)
 		}
+	}
+}
+
+// reloadOrPause reloads the snapshot, and after a failure pauses before the feed is asked
+// again (it would answer 410 or the other epoch at once).
+func (cp *controlPlane) reloadOrPause(ctx context.Context) {
+	if cp.reload(ctx) != nil {
+		cp.pause(ctx)
+	}
+}
+
+// pause waits FELIX_CONTROLPLANE_SYNC_INTERVAL_MS (or until ctx ends).
+func (cp *controlPlane) pause(ctx context.Context) {
+	t := cp.clk.NewTimer(cp.retry)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C():
 	}
 }
 
@@ -366,6 +388,11 @@ func (cp *controlPlane) reload(ctx context.Context) error {
 		if ctx.Err() == nil {
 			cp.unreachable(err)
 		}
+		return err
+	}
+	if snap.Epoch == 0 { // the feed's epochs start at 1: not a control plane's snapshot
+		err := fmt.Errorf("control plane: a snapshot without a feed epoch (seq %d)", snap.Seq)
+		cp.s.log.Warn("snapshot refused", "err", err)
 		return err
 	}
 	cp.reachable()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"felix/cluster/meta"
+	"felix/cluster/meta/metaclient"
 	"felix/cluster/meta/metaclient/metaclienttest"
 	"felix/cluster/meta/raftnode"
 	"felix/cluster/meta/rest"
@@ -352,5 +353,28 @@ func TestControlPlaneRestartWhileAway(t *testing.T) {
 	defer cancel()
 	if err := first.Run(ctx); err == nil || !strings.Contains(err.Error(), "registration") || first.ready.Load() {
 		t.Fatalf("a first start with the control plane away: %v (ready %v)", err, first.ready.Load())
+	}
+}
+
+// A snapshot without a feed epoch (the control plane's start at 1) is refused and
+// installs nothing.
+func TestControlPlaneSnapshotWithoutEpochRefused(t *testing.T) {
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"seq":5,"epoch":0,"streams":[{"tenant_id":"t","namespace":"n","stream":"s"}]}`))
+	}))
+	t.Cleanup(fake.Close)
+	srv, stop := startInProcess(t, nil)
+	defer stop()
+	c, err := metaclient.New(metaclient.Config{URLs: []string{fake.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := &controlPlane{s: srv, client: c, retry: time.Second, mirror: newMirror(), moved: make(chan struct{})}
+	cp.owners.Store(&Ownership{})
+	if err := cp.reload(context.Background()); err == nil || !strings.Contains(err.Error(), "without a feed epoch") {
+		t.Fatalf("reload: %v", err)
+	}
+	if cp.cursor.Load() != 0 || len(cp.mirror.streams) != 0 {
+		t.Fatalf("installed: cursor %d, mirror %+v", cp.cursor.Load(), cp.mirror.streams)
 	}
 }

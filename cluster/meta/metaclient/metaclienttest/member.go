@@ -56,10 +56,11 @@ func Start(t testing.TB, cfg rest.Config) *Member {
 	h := rest.New(cfg)
 	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := httptest.NewRecorder()
-		if !m.Down.Load() {
+		down := m.Down.Load()
+		if !down {
 			h.ServeHTTP(rec, r)
 		}
-		if m.Down.Load() {
+		if down || m.Down.Load() {
 			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
 				c.Close()
 			}
