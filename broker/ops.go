@@ -86,13 +86,13 @@ func (s *Server) registerOps(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
 
-// writeDamaged is /ready's detail (issue 23): one line per stream shard whose log holds
-// damage, "damaged: stream <t/ns/s> shard <n>: <kind> in segment <file> at byte <pos>
-// (offset <o> unreadable)". The broker stays ready: it serves every other shard, and the
+// writeDamaged is /ready's detail (issue 23): one line per stream or cache shard whose log
+// holds damage, "damaged: stream|cache <t/ns/name> shard <n>: <kind> in segment <file> at
+// byte <pos> (offset <o> unreadable)". The broker stays ready: it serves every other shard, and the
 // damaged one answers storage_failed.
 func writeDamaged(w io.Writer, damaged []*core.DamageError) {
 	for _, d := range damaged {
-		fmt.Fprintf(w, "damaged: stream %s shard %d: %s in segment %s at byte %d (offset %d unreadable)\n",
-			d.Stream, d.Shard, d.Kind, d.Segment, d.Position, d.Offset)
+		fmt.Fprintf(w, "damaged: %s: %s in segment %s at byte %d (offset %d unreadable)\n",
+			d.Where(), d.Damage, d.Segment, d.Position, d.Offset)
 	}
 }

@@ -124,6 +124,9 @@ func (o *cachePutOp) apply(c *core) {
 		o.done(err)
 		return
 	}
+	if o.shard.promoting.park(func() { o.apply(c) }) { // replicate_promote.go
+		return
+	}
 	_, o.err = o.shard.sm.Put(o.key, o.value, o.ttl, c.wallMillis())
 	o.shard.finish(o)
 }
@@ -150,6 +153,9 @@ func (o *cacheReadOp) apply(c *core) {
 			return
 		}
 		o.done(nil, false, err)
+		return
+	}
+	if o.shard.promoting.park(func() { o.apply(c) }) { // replicate_promote.go
 		return
 	}
 	var v []byte
@@ -185,7 +191,7 @@ type counterOp struct {
 
 func (o *counterOp) fail(err error) { o.done(0, err) }
 
-func (o *counterOp) apply(*core) {
+func (o *counterOp) apply(c *core) {
 	if err := o.shard.serving(); err != nil {
 		if !o.add && o.shard.readsFromMemory(err) { // served from memory while writes fail
 			sum, _ := o.shard.sm.CounterGet(o.key)
@@ -193,6 +199,9 @@ func (o *counterOp) apply(*core) {
 			return
 		}
 		o.done(0, err)
+		return
+	}
+	if o.shard.promoting.park(func() { o.apply(c) }) { // replicate_promote.go
 		return
 	}
 	if o.add {

@@ -42,10 +42,16 @@ type cacheShard struct {
 	metrics                          *cacheMetrics
 	stats                            cache.Stats // as last reported to metrics
 	onCache, onCounter               func(first, last uint64, err error)
+	// promoting parks cache operations while a promoted shard rebuilds its state
+	// (replicate_promote.go).
+	promoting rebuildGate
 	// The storage retry (cache_retry.go): limits rebuild the state machine.
 	limits     cache.Config
 	retryTimer coreTimer
 	retryDelay time.Duration
+	// damage is set at open when a log could not open for damage
+	// (damage.go openDamaged); read by Engine.Damaged once published.
+	damage *DamageError
 }
 
 // cacheWaiter is an answer released once both logs reach its offsets.
@@ -76,12 +82,15 @@ func (c *core) openCacheShard(meta *cacheMeta, index int) (*cacheShard, error) {
 	cs.limits, cs.retryTimer = spec.Limits, coreTimer{index: -1, fn: cs.retryStorage}
 	cs.initOwner(c, cs.failWaiters, cs.close)
 	if spec.Durable {
-		if err := cs.openLogs(); err != nil {
+		if err := cs.openLogs(); err != nil && !cs.openDamaged(err) { // damage.go
 			return nil, err
 		}
 		cs.durableLog = cs.log
 	}
 	cs.reportStats()
+	if cs.damage != nil {
+		cs.fail(cs.damage)
+	}
 	t := c.cacheTable()
 	t.shards[cs] = struct{}{}
 	if t.timer.index < 0 {
@@ -258,6 +267,7 @@ func (cs *cacheShard) close(reason error, remove bool) error {
 	}
 	cs.fail(reason)
 	cs.closeOwner()
+	cs.promoting.finish(false) // parked operations are answered with reason
 	cs.c.timers.stop(&cs.retryTimer)
 	cs.metrics.update(cs.stats, cache.Stats{Evictions: cs.stats.Evictions, Expirations: cs.stats.Expirations})
 	cs.closeLogs()

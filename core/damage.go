@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 
 	"felix/seglog"
@@ -18,20 +19,45 @@ import (
 // (storage_failed). errors.Is matches ErrStorageFailed and, through Unwrap,
 // seglog.ErrCorruption; errors.As reaches the *seglog.CorruptionError.
 type DamageError struct {
+	Kind     ShardKind // ShardStream, or ShardCache (then Stream holds the cache's names)
 	Stream   StreamName
 	Shard    int
 	Segment  string // segment file name, e.g. 00000000000000000000.log
 	Position int64  // byte position of the damaged structure in the segment
 	Offset   uint64
-	Kind     seglog.CorruptionKind
+	Damage   seglog.CorruptionKind
 	err      error
 }
 
-// Error formats "core: storage failed: stream <t/ns/s> shard <n>: log damaged:
-// <Kind> in segment <file> at byte <pos> (offset <o> unreadable)".
+// Error formats "core: storage failed: stream|cache <t/ns/s> shard <n>: log
+// damaged: <Damage> in segment <file> at byte <pos> (offset <o> unreadable)".
 func (e *DamageError) Error() string {
-	return fmt.Sprintf("core: storage failed: stream %s shard %d: log damaged: %s in segment %s at byte %d (offset %d unreadable)",
-		e.Stream, e.Shard, e.Kind, e.Segment, e.Position, e.Offset)
+	return fmt.Sprintf("core: storage failed: %s: log damaged: %s in segment %s at byte %d (offset %d unreadable)",
+		e.Where(), e.Damage, e.Segment, e.Position, e.Offset)
+}
+
+// Where names the shard: "stream <t/ns/s> shard <n>" or "cache <t/ns/c> shard <n>".
+func (e *DamageError) Where() string {
+	return fmt.Sprintf("%s %s shard %d", shardKindWord(e.Kind), e.Stream, e.Shard)
+}
+
+// shardKindWord is "cache" for ShardCache, else "stream".
+func shardKindWord(k ShardKind) string {
+	if k == ShardCache {
+		return "cache"
+	}
+	return "stream"
+}
+
+// newDamageError builds the *DamageError of ref's log from err (a
+// *seglog.CorruptionError in its chain), or nil when err holds none.
+func newDamageError(ref ShardRef, err error) *DamageError {
+	var ce *seglog.CorruptionError
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	return &DamageError{Kind: ref.Kind, Stream: ref.Name, Shard: ref.Shard, Segment: seglog.SegmentFileName(uint64(max(ce.Segment, 0))),
+		Position: ce.Position, Offset: ce.Offset, Damage: ce.Kind, err: err}
 }
 
 // Is makes errors.Is(err, ErrStorageFailed) true.
@@ -49,12 +75,10 @@ func (s *streamShard) Damage() *DamageError { return s.damage.Load() }
 // marked damaged (markDamaged); else ErrStorageFailed-wrapped with op.
 // Any goroutine.
 func (s *streamShard) readFailed(op string, err error) error {
-	var ce *seglog.CorruptionError
-	if !errors.As(err, &ce) {
+	d := newDamageError(s.ref(), err)
+	if d == nil {
 		return storageError(op, err)
 	}
-	d := &DamageError{Stream: s.name, Shard: s.index, Segment: seglog.SegmentFileName(uint64(max(ce.Segment, 0))),
-		Position: ce.Position, Offset: ce.Offset, Kind: ce.Kind, err: ce}
 	s.markDamaged(d, op)
 	return d
 }
@@ -66,9 +90,19 @@ func (s *streamShard) markDamaged(d *DamageError, found string) {
 	if !s.damage.CompareAndSwap(nil, d) {
 		return
 	}
-	s.c.engine.cfg.Logger.Error("core: stream shard log damaged: reads through the damage fail with storage_failed",
-		"stream", s.name.String(), "shard", s.index, "segment", d.Segment, "at_byte", d.Position,
-		"offset", d.Offset, "kind", d.Kind.String(), "found_by", found, "err", d.err)
+	logDamage(s.c.engine.cfg.Logger, d, found)
+}
+
+// logDamage is the one ERROR line of a shard's first damage (the log's path is in err).
+func logDamage(log *slog.Logger, d *DamageError, found string) {
+	log.Error("core: shard log damaged: reads through the damage fail with storage_failed",
+		shardKindWord(d.Kind), d.Stream.String(), "shard", d.Shard, "segment", d.Segment, "at_byte", d.Position,
+		"offset", d.Offset, "kind", d.Damage.String(), "found_by", found, "err", d.err)
+}
+
+// ref is the shard's reference.
+func (s *streamShard) ref() ShardRef {
+	return ShardRef{Kind: ShardStream, Name: s.name, Shard: s.index}
 }
 
 // startVerify checks the checksums of every sealed segment of a durable
@@ -121,12 +155,10 @@ func (s *streamShard) startVerify() {
 // last valid record; the next open serves it. Reports false (nothing done)
 // for other errors.
 func (s *streamShard) openDamaged(err error) bool {
-	var ce *seglog.CorruptionError
-	if !errors.As(err, &ce) {
+	d := newDamageError(s.ref(), err)
+	if d == nil {
 		return false
 	}
-	d := &DamageError{Stream: s.name, Shard: s.index, Segment: seglog.SegmentFileName(uint64(max(ce.Segment, 0))),
-		Position: ce.Position, Offset: ce.Offset, Kind: ce.Kind, err: err}
 	s.records, s.producerLog = damagedLog{d}, damagedLog{d}
 	s.unservable = d
 	s.markDamaged(d, "open")
@@ -180,11 +212,33 @@ func (e *Engine) Damaged() []*DamageError {
 			}
 		}
 	}
+	for _, meta := range e.caches.load() {
+		for _, cs := range meta.shards {
+			if cs != nil && cs.damage != nil {
+				out = append(out, cs.damage)
+			}
+		}
+	}
 	sort.Slice(out, func(i, j int) bool {
-		if a, b := out[i].Stream.String(), out[j].Stream.String(); a != b {
+		if a, b := out[i].Where(), out[j].Where(); a != b {
 			return a < b
 		}
 		return out[i].Shard < out[j].Shard
 	})
 	return out
+}
+
+// openDamaged is openCacheShard's answer to a cache or counter log that
+// cannot open for damage (issue 23 item 2): the cache shard opens
+// unservable (damagedLog placeholders, every operation answers the
+// *DamageError, logged once, listed by Engine.Damaged); other shards and
+// caches are untouched. Reports false for other errors.
+func (cs *cacheShard) openDamaged(err error) bool {
+	d := newDamageError(ShardRef{Kind: ShardCache, Name: cs.name.asStream(), Shard: cs.index}, err)
+	if d == nil {
+		return false
+	}
+	cs.log, cs.counters, cs.damage = damagedLog{d}, damagedLog{d}, d
+	logDamage(cs.c.engine.cfg.Logger, d, "open")
+	return true
 }

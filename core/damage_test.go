@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,8 +22,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // damageRecord is the payload of record i: 200 bytes.
 func damageRecord(i int) []byte { return []byte(fmt.Sprintf("%03d", i) + strings.Repeat("p", 197)) }
@@ -231,7 +236,7 @@ func TestBadTailTakesDownOnlyItsShard(t *testing.T) {
 	}
 	var de *DamageError
 	_, err = publishSync(t, e, &PublishRequest{Stream: testStream, Shard: 0, Payloads: [][]byte{damageRecord(20)}})
-	if !errors.As(err, &de) || de.Shard != 0 || de.Kind != seglog.CorruptRecordChecksum || de.Offset != 19 || strings.Contains(err.Error(), dir) {
+	if !errors.As(err, &de) || de.Shard != 0 || de.Damage != seglog.CorruptRecordChecksum || de.Offset != 19 || strings.Contains(err.Error(), dir) {
 		t.Fatalf("publish to the damaged shard: %v", err)
 	}
 	_, err = e.Subscribe(SubscribeRequest{Stream: testStream, Shard: 0, Start: StartEarliest})
@@ -245,5 +250,60 @@ func TestBadTailTakesDownOnlyItsShard(t *testing.T) {
 		testStream.Tenant, testStream.Namespace, testStream.Stream))
 	if out := logs.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "found_by=open") {
 		t.Fatalf("no ERROR line for the damaged shard:\n%s", out)
+	}
+}
+
+// A bad record at the tail of a durable cache shard's log (issue 23 item 2): the cache
+// opens, the damaged shard answers with a *DamageError naming the cache, Engine.Damaged
+// lists it, and a stream of the same engine serves.
+func TestBadCacheTailTakesDownOnlyItsShard(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Cores: 1, DataDir: dir, Fsync: FsyncOnCommit, NoPinning: true}
+	e, err := NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateCache(CacheSpec{Name: testCache, Shards: 1, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syncPut(e, "k", strings.Repeat("v", 100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	seg := filepath.Join(seglog.ShardDir(dir, seglog.ShardKey{Kind: seglog.ShardCache, Tenant: testCache.Tenant,
+		Namespace: testCache.Namespace, Name: testCache.Cache}), seglog.SegmentFileName(0))
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := f.Stat()
+	_, err = f.WriteAt([]byte{0}, st.Size()-10)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.PreviousRunClean = true
+	if e, err = NewEngine(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	if err := e.CreateCache(CacheSpec{Name: testCache, Shards: 1, Durable: true}); err != nil {
+		t.Fatalf("open with a damaged cache log: %v", err)
+	}
+	_, _, err = syncGet(e, "k")
+	var de *DamageError
+	if !errors.As(err, &de) || de.Kind != ShardCache || !strings.Contains(err.Error(), "cache "+testCache.asStream().String()+" shard 0") {
+		t.Fatalf("get from the damaged cache shard: %v", err)
+	}
+	if d := e.Damaged(); len(d) != 1 || d[0].Kind != ShardCache {
+		t.Fatalf("Damaged() = %v", d)
+	}
+	if err := e.CreateStream(StreamSpec{Name: testStream, Shards: 1, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := publishSync(t, e, &PublishRequest{Stream: testStream, Payloads: [][]byte{[]byte("x")}}); err != nil {
+		t.Fatalf("a stream beside the damaged cache: %v", err)
 	}
 }

@@ -200,6 +200,9 @@ func (o *groupFuncOp) apply(c *core) {
 		o.done(err)
 		return
 	}
+	if gs.promoting.park(func() { o.apply(c) }) { // replicate_promote.go
+		return
+	}
 	tok, opErr := o.fn(gs, c.wallMillis())
 	if opErr != nil && tok == 0 {
 		o.done(groupError(opErr))

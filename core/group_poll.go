@@ -33,6 +33,9 @@ func (o *groupPollOp) apply(c *core) {
 		o.done(nil, err)
 		return
 	}
+	if gs.promoting.park(func() { o.apply(c) }) { // replicate_promote.go
+		return
+	}
 	o.gs = gs
 	o.deadline = c.clock.MonoNanos() + int64(o.req.MaxWait)
 	if !o.try(o.req.MaxWait == 0) {

@@ -32,6 +32,9 @@ type groupShard struct {
 	compactNext       uint64
 	onCursorCompacted func(first, last uint64, err error)
 	onDeadCompacted   func(first, last uint64, err error)
+	// promoting parks group operations while a promoted shard rebuilds its groups
+	// (replicate_promote.go).
+	promoting rebuildGate
 }
 
 // groupBatch is one Effects batch whose appends are in flight.
@@ -252,6 +255,7 @@ func (gs *groupShard) close(err error) {
 	}
 	gs.fail(err)
 	gs.closeOwner()
+	gs.promoting.finish(false) // parked operations are answered with err
 	gs.stream.onCommit, gs.stream.onClose = nil, nil
 	gs.closeLogs()
 }

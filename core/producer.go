@@ -52,6 +52,9 @@ type producerWindow struct {
 	// gate holds key records back until the producer log's quorum mark passes them
 	// (a replicated Quorum shard: producer_gate.go).
 	gate keyGate
+	// promoting parks idempotent publishes while a promoted shard rebuilds the window
+	// (replicate_promote.go).
+	promoting rebuildGate
 }
 
 func newProducerWindow(size int) *producerWindow {
@@ -60,6 +63,9 @@ func newProducerWindow(size int) *producerWindow {
 
 // duplicate answers h when its key is known and reports whether it did.
 func (w *producerWindow) duplicate(s *streamShard, h heldPublish) bool {
+	if w.promoting.park(func() { s.republish(h) }) {
+		return true // answered once the window is rebuilt (replicate_promote.go)
+	}
 	e := w.entries[producerKey{h.req.ProducerID, h.req.Sequence}]
 	if e == nil {
 		return false

@@ -173,6 +173,7 @@ func (s *streamShard) releaseBatch(e inflightPublish) {
 // (the shard closes): their publishers learn err, never a success.
 func (s *streamShard) dropUnreleased(err error) {
 	s.dropHeldKeys(err)
+	s.producers.promoting.finish(false) // parked idempotent publishes see the shard as it is now
 	for s.unreleased.len() > 0 {
 		e := s.unreleased.pop()
 		if e.producer != nil {

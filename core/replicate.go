@@ -160,6 +160,7 @@ func (e *Engine) ApplyReplicated(addr LogAddr, generation, first uint64, recs []
 // replicated completes one ApplyReplicated append on the core.
 func (r replicaLog) replicated(l shardLog, o *logOwner, last uint64, err error, done func(uint64, error)) {
 	defer o.end()
+	defer r.settlePromotion(err) // replicate_promote.go: a rebuild waiting for this append
 	if err != nil {
 		err = storageError("replicate", err)
 		o.fail(err)
@@ -191,6 +192,9 @@ func (l *seglogLog) SyncNow(done func(durable uint64, err error)) error { return
 // waiting for a release from when it led fail with ErrMoved (their publishers learn
 // nothing was acknowledged).
 func (s *streamShard) followLog() {
+	if s.producers.gate.held.len() > 0 {
+		s.dropHeldKeys(movedError(ShardRef{Kind: ShardStream, Name: s.name, Shard: s.index}, RoleFollower, 0))
+	}
 	if s.unreleased.len() > 0 {
 		s.dropUnreleased(movedError(ShardRef{Kind: ShardStream, Name: s.name, Shard: s.index}, RoleFollower, 0))
 	}

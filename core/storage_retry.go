@@ -38,11 +38,8 @@ type WriteError struct {
 
 // Error formats "core: storage failed: stream|cache <t/ns/name> shard <n>: <op>: <errno text> (the broker retries)".
 func (e *WriteError) Error() string {
-	kind := "stream"
-	if e.Ref.Kind == ShardCache {
-		kind = "cache"
-	}
-	return fmt.Sprintf("core: storage failed: %s %s shard %d: %s: %s (the broker retries)", kind, e.Ref.Name, e.Ref.Shard, e.Op, errnoText(e.err))
+	return fmt.Sprintf("core: storage failed: %s %s shard %d: %s: %s (the broker retries)",
+		shardKindWord(e.Ref.Kind), e.Ref.Name, e.Ref.Shard, e.Op, errnoText(e.err))
 }
 
 // Is makes errors.Is(err, ErrStorageFailed) true.
