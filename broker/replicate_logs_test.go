@@ -31,16 +31,9 @@ func movedTo(leader int, gen uint64) func(CatalogView) Ownership {
 	}
 	a := Assignment{Leader: replNodes[leader], ReplicaSet: set, Generation: gen}
 	return func(v CatalogView) Ownership {
-		out := Ownership{}
-		for _, st := range v.Streams("", "") {
-			for i := 0; i < int(st.Shards); i++ {
-				out[core.ShardRef{Kind: core.ShardStream, Name: streamName(st.TenantID, st.Namespace, st.Stream), Shard: i}] = a
-			}
-		}
-		for _, ca := range v.Caches("", "") {
-			for i := 0; i < int(ca.Shards); i++ {
-				out[cacheRef(ca, i)] = a
-			}
+		out := SingleNode(replNodes[leader], v) // every stream and cache shard
+		for ref := range out {
+			out[ref] = a
 		}
 		return out
 	}

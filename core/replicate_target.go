@@ -34,33 +34,43 @@ func (e *Engine) replicaLogOf(addr LogAddr) (replicaLog, error) {
 		return replicaLog{}, err
 	}
 	r := replicaLog{addr: addr}
+	var err error
 	if addr.Kind == ShardCache {
 		name := CacheName{Tenant: addr.Name.Tenant, Namespace: addr.Name.Namespace, Cache: addr.Name.Stream}
-		meta := e.lookupCache(name)
-		if meta == nil || addr.Shard >= len(meta.shards) {
-			return r, fmt.Errorf("%w: %v", ErrNotFound, addr)
+		if meta := e.lookupCache(name); meta != nil {
+			r.cache, err = openShardOf(addr, meta.shards, meta.spec.Durable)
+		} else {
+			_, err = openShardOf[cacheShard](addr, nil, false)
 		}
-		if !meta.spec.Durable {
-			return r, fmt.Errorf("%w: replication of %v: an in-memory cache is not replicated", ErrInvalid, addr)
+		if err == nil {
+			r.c = r.cache.c
 		}
-		if r.cache = meta.shards[addr.Shard]; r.cache == nil {
-			return r, notHere(addr.Ref(), 0)
-		}
-		r.c = r.cache.c
-		return r, nil
+		return r, err
 	}
-	meta := e.lookup(addr.Name)
-	if meta == nil || addr.Shard >= len(meta.shards) {
-		return r, fmt.Errorf("%w: %v", ErrNotFound, addr)
+	if meta := e.lookup(addr.Name); meta != nil {
+		r.stream, err = openShardOf(addr, meta.shards, meta.spec.Durable)
+	} else {
+		_, err = openShardOf[streamShard](addr, nil, false)
 	}
-	if !meta.spec.Durable {
-		return r, fmt.Errorf("%w: replication of %v: an in-memory stream is not replicated", ErrInvalid, addr)
+	if err == nil {
+		r.c = r.stream.c
 	}
-	if r.stream = meta.shards[addr.Shard]; r.stream == nil {
-		return r, notHere(addr.Ref(), 0)
+	return r, err
+}
+
+// openShardOf returns shard addr.Shard of a catalog entry's shards (nil: no entry).
+// Errors: ErrNotFound (no entry or no such shard), ErrInvalid (not durable: in-memory
+// shards are not replicated), ErrNotHere (not open here).
+func openShardOf[S any](addr LogAddr, shards []*S, durable bool) (*S, error) {
+	switch {
+	case addr.Shard >= len(shards):
+		return nil, fmt.Errorf("%w: %v", ErrNotFound, addr)
+	case !durable:
+		return nil, fmt.Errorf("%w: replication of %v: an in-memory %v is not replicated", ErrInvalid, addr, addr.Kind)
+	case shards[addr.Shard] == nil:
+		return nil, notHere(addr.Ref(), 0)
 	}
-	r.c = r.stream.c
-	return r, nil
+	return shards[addr.Shard], nil
 }
 
 // placement checks that the shard is open here and usable, and returns its placement.
