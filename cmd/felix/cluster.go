@@ -66,6 +66,9 @@ func (a *app) clusterStreamCreate() *cobra.Command {
 			if err := a.adminPost(cmd.Context(), path, body, &got); err != nil {
 				return fmt.Errorf("create stream %s: %w", args[0], err)
 			}
+			if err := a.waitLeadersOpen(cmd.Context(), args[0], shards); err != nil {
+				return fmt.Errorf("created stream %s, but: %w", args[0], err)
+			}
 			a.done(map[string]any{"created": "stream", "stream": args[0], "shards": shards, "replication_factor": got.ReplicationFactor,
 				"consistency": got.Consistency}, "created stream %s/%s/%s (%s, replication factor %d, %s)",
 				a.tenant, a.namespace, args[0], plural(shards, "shard"), got.ReplicationFactor, got.Consistency)
@@ -77,6 +80,63 @@ func (a *app) clusterStreamCreate() *cobra.Command {
 	f.IntVar(&rf, "replication-factor", a.envInt("FELIX_REPLICATION_FACTOR", 1), "replicas of each shard, 1..7 (FELIX_REPLICATION_FACTOR)")
 	f.StringVar(&consistency, "consistency", "", "Leader (ack once the leader committed) or Quorum (once a majority is durable); default the broker's")
 	return cmd
+}
+
+// waitLeadersOpen waits, bounded by --timeout, until every shard of the new stream is open
+// as leader on the broker the ownership table names (each --admin URL's
+// /cluster/ownership): a broker answers a create before its reconciler opened the
+// shards, and a publish in between is answered not_found. Leaders that are not among
+// --admin are not waited for. A single node (no /cluster/ownership) does not wait.
+func (a *app) waitLeadersOpen(parent context.Context, stream string, shards int) error {
+	ctx, cancel := a.requestContext(parent)
+	defer cancel()
+	prefix := "stream/" + a.tenant + "/" + a.namespace + "/" + stream + "/"
+	for {
+		views := map[string]brokerOwnership{}
+		var rows []ownershipRow
+		for _, u := range a.adminURLs() {
+			var v brokerOwnership
+			if getJSON(ctx, u+"/cluster/ownership", 2*time.Second, &v) == nil && v.NodeID != "" {
+				views[v.NodeID] = v
+				rows = v.Ownership
+			}
+		}
+		if len(views) == 0 {
+			return nil
+		}
+		if leadersOpen(rows, views, prefix, shards) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return withKind(ErrUnavailable, fmt.Errorf("its shards are not open on their leaders yet: %w", ctx.Err()))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// leadersOpen reports whether the table rows hold every shard of prefix and each
+// shard's leader, when its view is known, has it open as leader.
+func leadersOpen(rows []ownershipRow, views map[string]brokerOwnership, prefix string, shards int) bool {
+	seen := 0
+	for _, r := range rows {
+		if !strings.HasPrefix(r.Shard, prefix) {
+			continue
+		}
+		seen++
+		v, ok := views[r.Leader]
+		if !ok {
+			continue
+		}
+		open := false
+		for _, o := range v.Open {
+			open = open || (o.Shard == r.Shard && o.Role == "leader")
+		}
+		if !open {
+			return false
+		}
+	}
+	return seen == shards
 }
 
 // adminPost posts body as JSON to path on the first --admin URL that answers, with the

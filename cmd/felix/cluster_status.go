@@ -56,11 +56,18 @@ type (
 		Committed  uint64 `json:"committed"`
 		Durable    uint64 `json:"durable_offset"`
 	}
+	ownershipRow struct {
+		Shard      string   `json:"shard"`
+		Leader     string   `json:"leader"`
+		ReplicaSet []string `json:"replica_set"`
+		Generation uint64   `json:"generation"`
+	}
 	brokerOwnership struct {
-		NodeID    string       `json:"node_id"`
-		Seq       uint64       `json:"seq"`
-		Reachable bool         `json:"reachable"`
-		Open      []brokerOpen `json:"open"`
+		NodeID    string         `json:"node_id"`
+		Seq       uint64         `json:"seq"`
+		Reachable bool           `json:"reachable"`
+		Ownership []ownershipRow `json:"ownership"`
+		Open      []brokerOpen   `json:"open"`
 	}
 	haltedReplica struct {
 		Broker   string `json:"broker"`

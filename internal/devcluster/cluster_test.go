@@ -23,6 +23,7 @@ func TestOneAndOneResumes(t *testing.T) {
 	c, pids := start(ctx, t, cfg)
 	l := c.Layout
 	createStream(ctx, t, l, l.Brokers[0], "orders", 1)
+	waitDurable(ctx, t, l.Brokers[0], "stream/default/default/orders/0", 0) // open: the broker answers the create before
 	publish(ctx, t, dial(ctx, t, l, l.Brokers[0]), "orders", "first", "second")
 	readBack(ctx, t, dial(ctx, t, l, l.Brokers[0]), "orders", "first", "second")
 	storage, err := os.ReadFile(filepath.Join(l.ControlPlanes[0].Dir, "storage-id"))
@@ -53,6 +54,7 @@ func TestThreeAndThree(t *testing.T) {
 	if leader.Name == l.Brokers[2].Name {
 		t.Fatalf("the shard's leader is the broker the stream was created through (%s): the test wants another", leader.Name)
 	}
+	waitDurable(ctx, t, leader, "stream/default/default/orders/0", 0) // open: the broker answers the create before
 	publish(ctx, t, dial(ctx, t, l, leader), "orders", "a", "b", "c")
 	readBack(ctx, t, dial(ctx, t, l, leader), "orders", "a", "b", "c")
 	for _, b := range l.Brokers {
@@ -64,7 +66,7 @@ func TestThreeAndThree(t *testing.T) {
 }
 
 // waitDurable waits (≤ 30 s) until broker b's /cluster/ownership shows shard open with a
-// durable_offset of at least n.
+// durable_offset of at least n (0: open).
 func waitDurable(ctx context.Context, t *testing.T, b Node, shard string, n uint64) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)

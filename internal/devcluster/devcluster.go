@@ -188,27 +188,34 @@ func lockDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// shareControlPlaneToken gives every member the same admin-token file (a group of
-// several members needs one token): an existing member's, else a new random one (32
-// bytes, hex, mode 0600).
+// memberSecrets are the files every member of a group must hold the same copy of: the
+// admin token and the tenant-key secret the tenants' signing keys derive from
+// (docs/controlplane.md).
+var memberSecrets = []string{"admin-token", "tenant-key-secret"}
+
+// shareControlPlaneToken gives every member the same copy of each memberSecrets file: an
+// existing member's, else a new random one (32 bytes, hex, mode 0600, the control
+// plane's own format).
 func shareControlPlaneToken(l Layout) error {
-	var token []byte
-	for _, n := range l.ControlPlanes {
-		if data, err := os.ReadFile(filepath.Join(n.Dir, "admin-token")); err == nil && len(data) > 0 {
-			token = data
-			break
+	for _, name := range memberSecrets {
+		var secret []byte
+		for _, n := range l.ControlPlanes {
+			if data, err := os.ReadFile(filepath.Join(n.Dir, name)); err == nil && len(data) > 0 {
+				secret = data
+				break
+			}
 		}
-	}
-	if token == nil {
-		b := make([]byte, 32)
-		if _, err := rand.Read(b); err != nil {
-			return err
+		if secret == nil {
+			b := make([]byte, 32)
+			if _, err := rand.Read(b); err != nil {
+				return err
+			}
+			secret = []byte(hex.EncodeToString(b) + "\n")
 		}
-		token = []byte(hex.EncodeToString(b) + "\n")
-	}
-	for _, n := range l.ControlPlanes {
-		if err := writeIfMissing(filepath.Join(n.Dir, "admin-token"), token); err != nil {
-			return err
+		for _, n := range l.ControlPlanes {
+			if err := writeIfMissing(filepath.Join(n.Dir, name), secret); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

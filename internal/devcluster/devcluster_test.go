@@ -59,7 +59,10 @@ func testConfig(t *testing.T, brokers, members int) Config {
 // testLog writes Start's progress lines to the test log.
 type testLog struct{ t *testing.T }
 
-func (l testLog) Write(p []byte) (int, error) { l.t.Log(strings.TrimRight(string(p), "\n")); return len(p), nil }
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
 
 // start starts cfg's cluster and, at cleanup, stops it and prints every log when the test
 // failed. It returns the cluster and the pids of its children.

@@ -12,8 +12,8 @@
 //	broker i (1..10)                client QUIC (UDP) and admin + ops HTTP (TCP) B+100+i-1,
 //	                                internal transport B+110+i-1 (UDP)
 //
-// Files under the directory D: D/cpN/ (member N's data dir; its admin-token, shared by
-// every member), D/cpN.log, D/brokerN/ (broker N's data dir; admin.token is the CLI's admin
+// Files under the directory D: D/cpN/ (member N's data dir; its admin-token and
+// tenant-key-secret, the same in every member), D/cpN.log, D/brokerN/ (broker N's data dir; admin.token is the CLI's admin
 // token of tenant default, valid on every broker: they share broker1's signing keys),
 // D/brokerN.log, D/brokerN.pid and D/cpN.pid while it runs.
 package devcluster
@@ -62,9 +62,9 @@ type Node struct {
 	// Broker: Client is the QUIC client port (UDP) and, on the same number, the admin and
 	// ops HTTP API (TCP); Internal is the broker-internal transport (UDP).
 	Client, Internal string
-	Dir     string // data dir
-	LogPath string // stdout and stderr, appended
-	PIDPath string // the running child's pid
+	Dir              string // data dir
+	LogPath          string // stdout and stderr, appended
+	PIDPath          string // the running child's pid
 }
 
 // ReadyURL is the HTTP endpoint answering 200 once the child is ready.
@@ -93,7 +93,9 @@ type Layout struct {
 }
 
 // ControlPlaneTokenFile is the control plane's admin token (every member holds a copy).
-func (l Layout) ControlPlaneTokenFile() string { return filepath.Join(l.ControlPlanes[0].Dir, "admin-token") }
+func (l Layout) ControlPlaneTokenFile() string {
+	return filepath.Join(l.ControlPlanes[0].Dir, "admin-token")
+}
 
 // AdminTokenFile is the brokers' admin token for the CLI (tenant default), written by
 // broker1 and valid on every broker.
@@ -103,7 +105,9 @@ func (l Layout) AdminTokenFile() string { return filepath.Join(l.Brokers[0].Dir,
 func (l Layout) ControlPlaneURLs() []string { return mapNodes(l.ControlPlanes, Node.AdminURL) }
 
 // Servers are the brokers' client (QUIC) addresses.
-func (l Layout) Servers() []string { return mapNodes(l.Brokers, func(n Node) string { return n.Client }) }
+func (l Layout) Servers() []string {
+	return mapNodes(l.Brokers, func(n Node) string { return n.Client })
+}
 
 // AdminURLs are the brokers' admin API base URLs.
 func (l Layout) AdminURLs() []string { return mapNodes(l.Brokers, Node.AdminURL) }
