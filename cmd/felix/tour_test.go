@@ -36,23 +36,7 @@ func repoRoot(t *testing.T) string {
 // readmeTour returns the tour's command lines from README.md.
 func readmeTour(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(data)
-	i, j := strings.Index(s, tourBegin), strings.Index(s, tourEnd)
-	if i < 0 || j < i {
-		t.Fatalf("README.md has no %s ... %s block", tourBegin, tourEnd)
-	}
-	var lines []string
-	for _, l := range strings.Split(s[i+len(tourBegin):j], "\n") {
-		if strings.HasPrefix(strings.TrimSpace(l), "```") {
-			continue
-		}
-		lines = append(lines, l)
-	}
-	return strings.TrimSpace(strings.Join(lines, "\n"))
+	return readmeBlock(t, tourBegin, tourEnd) // cluster_tour_test.go
 }
 
 // freePort returns a port on 127.0.0.1 that was free a moment ago for network ("udp" or
