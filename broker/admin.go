@@ -65,6 +65,9 @@ type Admin struct {
 	// Writes, in cluster mode, serves the catalog writes it has a route for instead
 	// (forwarded to the control plane, controlplane_admin.go); nil on a single node.
 	Writes *http.ServeMux
+	// Damage lists the damage found in a stream's shards on this broker (ops.go
+	// streamDamage, issue 23), shown by GET .../streams/{s} as "damaged"; nil = none.
+	Damage func(tenant, namespace, stream string) []ShardDamage
 }
 
 // Register adds the admin routes under /v1/ to mux. Unknown paths and wrong methods
@@ -456,6 +459,12 @@ func (a *Admin) getStream(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.fail(w, err)
 		return
+	}
+	if a.Damage != nil {
+		if d := a.Damage(t, ns, name); len(d) > 0 {
+			writeJSON(w, http.StatusOK, describedStream{Stream: got, Damaged: d})
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, got)
 }

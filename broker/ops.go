@@ -96,3 +96,34 @@ func writeDamaged(w io.Writer, damaged []*core.DamageError) {
 			d.Where(), d.Damage, d.Segment, d.Position, d.Offset)
 	}
 }
+
+// ShardDamage is one damaged shard of a stream as GET .../streams/{s} shows it in
+// "damaged" (issue 23; `felix stream describe`): the shard, the segment file, the byte
+// position, the corruption kind and the first offset the damage makes unreadable.
+type ShardDamage struct {
+	Shard    int    `json:"shard"`
+	Segment  string `json:"segment"`
+	AtByte   int64  `json:"at_byte"`
+	Kind     string `json:"kind"`
+	Offset   uint64 `json:"offset"`
+	Readable bool   `json:"readable"` // false: the shard's log did not open (every request answers storage_failed)
+}
+
+// describedStream is a stream's catalog entry with its damaged shards.
+type describedStream struct {
+	Stream
+	Damaged []ShardDamage `json:"damaged,omitempty"`
+}
+
+// streamDamage is Admin.Damage: the engine's damaged shards of one stream.
+func (s *Server) streamDamage(tenant, namespace, stream string) []ShardDamage {
+	var out []ShardDamage
+	for _, d := range s.engine.Damaged() {
+		if d.Kind != core.ShardStream || d.Stream != streamName(tenant, namespace, stream) {
+			continue
+		}
+		out = append(out, ShardDamage{Shard: d.Shard, Segment: d.Segment, AtByte: d.Position, Kind: d.Damage.String(),
+			Offset: d.Offset, Readable: !d.Unservable})
+	}
+	return out
+}

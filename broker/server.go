@@ -251,7 +251,7 @@ func (s *Server) bindListeners() error {
 func (s *Server) serveHTTP() {
 	mux := http.NewServeMux()
 	s.registerOps(mux)
-	admin := &Admin{Catalog: s.catalog, Verifier: s.authRes.Verifier, Streams: s, Logger: s.log}
+	admin := &Admin{Catalog: s.catalog, Verifier: s.authRes.Verifier, Streams: s, Logger: s.log, Damage: s.streamDamage}
 	if s.authRes.Keys != nil {
 		admin.Keys = s.authRes.Keys
 	}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -124,7 +125,24 @@ func TestStartWithZeroGapAfterCleanStopIsolatesTheShard(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "damaged: stream default/default/c shard 0: DataAfterEnd in segment 00000000000000000000.log at byte ") {
 		t.Fatalf("/ready: %d %q, want 200 listing the damaged shard", resp.StatusCode, body)
 	}
+	wantUnservable(t, srv2, "c")
 	if after, _ := os.Stat(seg); after.Size() != size {
 		t.Fatalf("the start cut the damaged segment: %d -> %d bytes", size, after.Size())
+	}
+}
+
+// wantUnservable checks that the admin API's GET of stream lists shard 0 as damaged and
+// down (readable false; `felix stream describe`).
+func wantUnservable(t *testing.T, srv *Server, stream string) {
+	t.Helper()
+	resp, err := http.Get("http://" + srv.HTTPAddr().String() + "/v1/tenants/default/namespaces/default/streams/" + stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got describedStream
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || len(got.Damaged) != 1 ||
+		got.Damaged[0].Shard != 0 || got.Damaged[0].Kind != "DataAfterEnd" || got.Damaged[0].Readable {
+		t.Fatalf("GET stream %s: %d %+v %v", stream, resp.StatusCode, got.Damaged, err)
 	}
 }

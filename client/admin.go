@@ -114,6 +114,22 @@ type StreamInfo struct {
 	Delivery    string    `json:"delivery,omitempty"`    // DeliveryAtMostOnce or DeliveryAtLeastOnce
 	Durable     bool      `json:"durable"`
 	Routing     string    `json:"routing,omitempty"` // modulo or jump_hash
+	// Damaged lists the shards whose log holds damage on the broker answering (issue 23;
+	// docs/operations.md "Storage faults"); empty when none.
+	Damaged []ShardDamage `json:"damaged,omitempty"`
+}
+
+// ShardDamage is one damaged shard of a stream (StreamInfo.Damaged): the segment file
+// and byte position of the damage, its kind (e.g. "RecordChecksum"), the first offset it
+// makes unreadable, and whether the shard still serves around it (Readable) or answers
+// every request with storage_failed (its log did not open: `felix log repair`).
+type ShardDamage struct {
+	Shard    int    `json:"shard"`
+	Segment  string `json:"segment"`
+	AtByte   int64  `json:"at_byte"`
+	Kind     string `json:"kind"`
+	Offset   uint64 `json:"offset"`
+	Readable bool   `json:"readable"`
 }
 
 // CacheInfo is a cache as the admin API shows it (Shards default 1, Durable default true).

@@ -105,6 +105,7 @@ func TestDamagedSealedSegmentEndsSubscriptionTyped(t *testing.T) {
 	if !strings.Contains(b.logs.String(), "level=ERROR") || !strings.Contains(b.logs.String(), "log damaged") {
 		t.Fatalf("no ERROR line for the damage:\n%s", b.logs.String())
 	}
+	wantDescribedDamage(t, b, "damaged", ShardDamage{Segment: "00000000000000000000.log", AtByte: 960, Kind: "RecordChecksum", Offset: 4, Readable: true})
 	resp, err := http.Get("http://" + b.info.HTTPAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -113,6 +114,15 @@ func TestDamagedSealedSegmentEndsSubscriptionTyped(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if !regexp.MustCompile(`(?m)^felix_stream_damaged\{[^}]*stream="damaged",shard="0"\} 1$`).Match(body) {
 		t.Fatalf("no felix_stream_damaged 1 for the shard:\n%s", body)
+	}
+}
+
+// wantDescribedDamage checks the admin API's description of stream lists want (shard 0).
+func wantDescribedDamage(t *testing.T, b *testBroker, stream string, want ShardDamage) {
+	t.Helper()
+	info, err := b.admin().DescribeStream(testCtx(t), stream)
+	if err != nil || len(info.Damaged) != 1 || info.Damaged[0] != want {
+		t.Fatalf("describe %s: %+v %v, want damaged %+v", stream, info.Damaged, err, want)
 	}
 }
 

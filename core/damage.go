@@ -26,7 +26,11 @@ type DamageError struct {
 	Position int64  // byte position of the damaged structure in the segment
 	Offset   uint64
 	Damage   seglog.CorruptionKind
-	err      error
+	// Unservable: the log did not open (openDamaged), so the shard answers
+	// every request with this error; false: found by a read or the startup
+	// check, the shard serves around the damage.
+	Unservable bool
+	err        error
 }
 
 // Error formats "core: storage failed: stream|cache <t/ns/s> shard <n>: log
@@ -159,6 +163,7 @@ func (s *streamShard) openDamaged(err error) bool {
 	if d == nil {
 		return false
 	}
+	d.Unservable = true
 	s.records, s.producerLog = damagedLog{d}, damagedLog{d}
 	s.unservable = d
 	s.markDamaged(d, "open")
@@ -238,6 +243,7 @@ func (cs *cacheShard) openDamaged(err error) bool {
 	if d == nil {
 		return false
 	}
+	d.Unservable = true
 	cs.log, cs.counters, cs.damage = damagedLog{d}, damagedLog{d}, d
 	logDamage(cs.c.engine.cfg.Logger, d, "open")
 	return true

@@ -142,6 +142,14 @@ func (a *app) streamDescribe() *cobra.Command {
 			fmt.Fprintf(tw, "consistency:\t%s\n", s.Consistency)
 			fmt.Fprintf(tw, "delivery:\t%s\n", s.Delivery)
 			fmt.Fprintf(tw, "retention:\t%s\n", retentionText(s.Retention))
+			for _, d := range s.Damaged { // issue 23: docs/operations.md "Storage faults"
+				state := "serving around it"
+				if !d.Readable {
+					state = "down: run felix log repair"
+				}
+				fmt.Fprintf(tw, "damaged:\tshard %d: %s in segment %s at byte %d (offset %d unreadable; %s)\n",
+					d.Shard, d.Kind, d.Segment, d.AtByte, d.Offset, state)
+			}
 			return tw.Flush()
 		},
 	}
