@@ -7,7 +7,9 @@
 // plane's placement (GET /v1/snapshot); records published to each shard's leader reach the
 // followers' durable offsets; and the change feed's lag to all three brokers is measured
 // over 50 changes (p50/p99, docs/bench/controlplane-feed.md). A broker the control plane
-// refuses at registration (a finalized feature it lacks) exits non-zero.
+// refuses at registration (a finalized feature it lacks) exits non-zero; brokers given the
+// three members of a three-member control plane keep working through a SIGKILL of its
+// leader.
 //
 // Everything lives in the test files: go test ./e2e/cluster (FELIX_CLUSTER_FEED_CHANGES
 // sets the number of measured changes, 50 by default).

@@ -60,13 +60,15 @@ func freeAddr(t *testing.T) string {
 // fixture is one control-plane member and the brokers registered with it, supervised
 // (killed at cleanup; their last log lines printed when the test failed).
 type fixture struct {
-	t       *testing.T
-	sup     *supervisor.Supervisor
-	root    string
-	cpURL   string // the member's REST base URL
-	token   string // its admin token
-	cert    scenario.Cert
-	brokers []*brokerProc
+	t     *testing.T
+	sup   *supervisor.Supervisor
+	root  string
+	cpURL string // the members' REST base URLs, comma-separated (FELIX_CONTROLPLANE_URL)
+	token string // its admin token
+	// tokenFile holds the token (a member's DATA_DIR/admin-token), given to the brokers.
+	tokenFile string
+	cert      scenario.Cert
+	brokers   []*brokerProc
 }
 
 // brokerProc is one felix-broker in cluster mode: client QUIC and ops/admin HTTP on the
@@ -101,6 +103,7 @@ func startControlPlane(ctx context.Context, t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f.cpURL, f.token = "http://"+rest, strings.TrimSpace(string(tok))
+	f.tokenFile = filepath.Join(data, "admin-token")
 	return f
 }
 
@@ -119,7 +122,7 @@ func (f *fixture) spawnBroker(ctx context.Context, i int, ready bool) *brokerPro
 	spec := supervisor.Spec{Name: fmt.Sprintf("broker-%d", i), Path: bins.broker, Dir: f.root,
 		Env: []string{"FELIX_QUIC_BIND=" + b.addr, "FELIX_BROKER_METRICS_BIND=" + b.addr, "FELIX_INTERNAL_BIND=" + b.internal,
 			"FELIX_NODE_ID=" + b.id, "FELIX_CONTROLPLANE_URL=" + f.cpURL,
-			"FELIX_CONTROLPLANE_ADMIN_TOKEN_FILE=" + filepath.Join(f.root, "cp", "admin-token"),
+			"FELIX_CONTROLPLANE_ADMIN_TOKEN_FILE=" + f.tokenFile,
 			"FELIX_CONTROLPLANE_HEARTBEAT_INTERVAL_MS=500", "FELIX_DURABLE_STORAGE_DIR=" + filepath.Join(dir, "data"),
 			"FELIX_READY_FILE=" + readyFile, "FELIX_TLS_CERT=" + f.cert.CertFile, "FELIX_TLS_KEY=" + f.cert.KeyFile,
 			"FELIX_AUTH=off", "FELIX_CORE_SHARDS=1", "FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS=5000", "FELIX_CLUSTER_PEERS=",
