@@ -142,7 +142,7 @@ func leadersOpen(rows []ownershipRow, views map[string]brokerOwnership, prefix s
 // adminPost posts body as JSON to path on the first --admin URL that answers, with the
 // resolved token, bounded by --timeout, and decodes a 2xx answer into out. Another status
 // is an error with the broker's {code, message}, kind by status (404 not found, 401/403
-// unauthorized, 409 and 503 unavailable, 400 usage).
+// unauthorized, 503 unavailable, 400 usage; 409, already exists or refused, is a failure).
 func (a *app) adminPost(parent context.Context, path string, body, out any) error {
 	token, err := a.resolveToken()
 	if err != nil {
@@ -206,7 +206,7 @@ func httpError(req *http.Request, status int, body []byte) error {
 		return withKind(ErrNotFound, err)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return withKind(ErrUnauthorized, err)
-	case status == http.StatusConflict || status == http.StatusServiceUnavailable:
+	case status == http.StatusServiceUnavailable:
 		return withKind(ErrUnavailable, err)
 	case status == http.StatusBadRequest:
 		return withKind(ErrUsage, err)

@@ -119,8 +119,8 @@ func (a *app) rootCommand() *cobra.Command {
 	}
 
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.server, "server", a.env(defaultServer, "FELIX_SERVER"), "broker QUIC address host:port (FELIX_SERVER)")
-	pf.StringVar(&a.adminURL, "admin", a.env(defaultAdminURL, "FELIX_ADMIN_URL"), "broker admin API base URL (FELIX_ADMIN_URL)")
+	pf.StringVar(&a.server, "server", a.env(defaultServer, "FELIX_SERVER"), "broker QUIC address host:port; several comma-separated are tried in turn (FELIX_SERVER)")
+	pf.StringVar(&a.adminURL, "admin", a.env(defaultAdminURL, "FELIX_ADMIN_URL"), "broker admin API base URL; several comma-separated: the first that answers (FELIX_ADMIN_URL)")
 	pf.StringVar(&a.token, "token", "", "bearer token (FELIX_TOKEN; an empty one is a usage error)")
 	pf.StringVar(&a.tokenFile, "token-file", a.env("", "FELIX_TOKEN_FILE"), "file holding the token (FELIX_TOKEN_FILE; default ./"+defaultTokenFile+" when it exists)")
 	pf.StringVar(&a.tenant, "tenant", a.env(defaultTenant, "FELIX_TENANT", "FELIX_AUTH_TENANT"), "tenant (FELIX_TENANT)")
