@@ -64,8 +64,9 @@ func freeAddr(t *testing.T) string {
 }
 
 // startCluster starts n members (cp1..cpN) as one Raft group on free 127.0.0.1 ports,
-// each ready once its /live answers; it does not wait for a leader (waitLeader).
-func startCluster(t *testing.T, n int) *cluster {
+// each ready once its /live answers, with extra ("K=V") added to every member's
+// environment; it does not wait for a leader (waitLeader).
+func startCluster(t *testing.T, n int, extra ...string) *cluster {
 	t.Helper()
 	tok := make([]byte, 24)
 	if _, err := rand.Read(tok); err != nil {
@@ -90,12 +91,12 @@ func startCluster(t *testing.T, n int) *cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, m := range c.members {
-		spec := supervisor.Spec{Name: m.id, Path: binary, Env: []string{
+		spec := supervisor.Spec{Name: m.id, Path: binary, Env: append([]string{
 			"FELIX_CONTROLPLANE_NODE_ID=" + m.id, "FELIX_CONTROLPLANE_BIND=" + m.restAddr,
 			"FELIX_CONTROLPLANE_RAFT_BIND=" + m.raft, "FELIX_CONTROLPLANE_METRICS_BIND=" + m.metrics,
 			"FELIX_CONTROLPLANE_DATA_DIR=" + m.dir, "FELIX_CONTROLPLANE_PEERS=" + strings.Join(peers, ","),
 			"FELIX_CONTROLPLANE_PEER_URLS=" + strings.Join(urls, ","),
-		}, Ready: supervisor.Ready{URL: "http://" + m.metrics + "/live", Timeout: 30 * time.Second}}
+		}, extra...), Ready: supervisor.Ready{URL: "http://" + m.metrics + "/live", Timeout: 30 * time.Second}}
 		p, err := c.sup.Start(ctx, spec)
 		if err != nil {
 			t.Fatal(err)

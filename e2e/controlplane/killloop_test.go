@@ -23,6 +23,12 @@ const (
 	resumeOps   = 60               // ok workload writes awaited between a restart and the next kill
 )
 
+// snapshotEnv makes the members snapshot every 128 entries, checked every 1-2 s (the
+// defaults, 8192 entries and 120-240 s, are never reached by a member restarted every few
+// seconds: its log would grow without bound and every restart replay it from index 1), so
+// the loop also kills members around snapshots and restarts them from one.
+var snapshotEnv = []string{"FELIX_CONTROLPLANE_SNAPSHOT_THRESHOLD=128", "FELIX_CONTROLPLANE_SNAPSHOT_INTERVAL_MS=1000"}
+
 // workloadNames are the streams the clients contend on: one porcupine object each.
 var workloadNames = []string{"s0", "s1", "s2", "s3", "s4", "s5"}
 
@@ -37,7 +43,7 @@ var workloadNames = []string{"s0", "s1", "s2", "s3", "s4", "s5"}
 func TestLeaderKillLoop(t *testing.T) {
 	kills, clients, s := envInt(t, envKills, 10), envInt(t, envClients, 4), seed(t)
 	began, load0 := time.Now(), loadAvg()
-	c := startCluster(t, 3)
+	c := startCluster(t, 3, snapshotEnv...)
 	if _, _, err := c.waitLeader(leaderWait); err != nil {
 		t.Fatal(err)
 	}
