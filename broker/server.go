@@ -40,6 +40,10 @@ type Server struct {
 	m        serverMetrics
 	internal *internalTransport // broker-internal transport (internal.go); nil without FELIX_INTERNAL_BIND
 
+	// newStorageID: the start took a new storage id (seglog.BeginRun renewed: an unclean
+	// stop under periodic/none), so a damaged tail is cut (core.Config.RepairDamagedTail).
+	newStorageID bool
+
 	storageID seglog.StorageID
 	// prevClean: the run-state said the previous run stopped cleanly (core.Config.PreviousRunClean).
 	prevClean bool
@@ -128,6 +132,7 @@ func (s *Server) open() error {
 	}
 	s.storageID = id
 	s.prevClean = last.Found && last.CleanStop
+	s.newStorageID = renewed // core.Config.RepairDamagedTail: the seed's torn-tail rule (issue 23)
 	if last.Found && !last.CleanStop {
 		logger.Warn("previous run did not stop cleanly", "data_dir", cfg.DataDir, "new_storage_id", renewed,
 			"fsync", string(cfg.FsyncMode))
@@ -197,6 +202,7 @@ func (s *Server) openEngine() error {
 		SubscriberQueueCapacity: s.cfg.SubscriberQueueCapacity,
 		Metrics:                 s.metrics,
 		PreviousRunClean:        s.prevClean,
+		RepairDamagedTail:       s.newStorageID,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: engine: %w", err)

@@ -137,7 +137,17 @@ type Config struct {
 	// truncated (docs/storage-format.md "Recovery"); reopens within the run
 	// keep the torn-tail repair. felix-broker sets it from its run-state.
 	PreviousRunClean bool
-	opened           *openedLogs // log directories opened in this run (seglogdisk.go)
+	// RepairDamagedTail is the seed's torn-tail rule for a damaged tail
+	// (seeds/upgrades-and-compatibility.txt "Clean stops and crashes"; issue
+	// 23 item 2): set when the start took a new storage id (seglog.BeginRun
+	// renewed it: an unclean stop under fsync periodic or none), a log's first
+	// open in this run cuts a damaged tail of its newest segment that is not a
+	// provable torn write (seglog.Options.RepairChecksumTail), logged and
+	// counted as a torn tail, instead of opening the shard unservable. Never
+	// for a log whose own mode is on_commit (a StreamSpec.SyncOnCommit stream:
+	// it acknowledged only fsynced records). felix-broker sets it.
+	RepairDamagedTail bool
+	opened            *openedLogs // log directories opened in this run (seglogdisk.go)
 
 	// Seams for tests: disk factory (called on the core goroutine) and
 	// manual mode (no core goroutines: the caller steps cores). The clock

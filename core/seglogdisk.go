@@ -34,6 +34,7 @@ type seglogDisk struct {
 	fs        seglog.FS
 	reaps     [4]ring.Completion
 	clean     bool        // Config.PreviousRunClean
+	cutTail   bool        // Config.RepairDamagedTail
 	opened    *openedLogs // Config.opened, shared by every core's disk (runclean.go)
 	log       *slog.Logger
 	recovered recoveryMetrics
@@ -78,6 +79,7 @@ func newSeglogDisk(cfg *Config, _ int) (coreDisk, error) {
 		disk:      seglog.NewDisk(r, fs),
 		fs:        fs,
 		clean:     cfg.PreviousRunClean,
+		cutTail:   cfg.RepairDamagedTail,
 		opened:    cfg.opened,
 		log:       logger,
 		recovered: newRecoveryMetrics(set),
@@ -124,7 +126,9 @@ func (d *seglogDisk) OpenLog(addr LogAddr, own logOptions) (shardLog, error) {
 	case proto.LogCounters: // the cache log stays in the shard directory
 		opts.Dir = seglog.CompanionDir(opts.Dir, seglog.CompanionCounters)
 	}
-	opts.PreviousRunClean = d.clean && d.opened.first(opts.Dir)
+	first := d.opened.first(opts.Dir)
+	opts.PreviousRunClean = d.clean && first
+	opts.RepairChecksumTail = d.cutTail && first && opts.FsyncMode != seglog.FsyncOnCommit
 	l, err := d.disk.Open(opts)
 	if err != nil {
 		return nil, err
