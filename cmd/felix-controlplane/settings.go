@@ -34,6 +34,9 @@ var settings = []setting{
 	{"FELIX_CONTROLPLANE_SNAPSHOT_INTERVAL_MS", "120000", "how often Raft checks the threshold, ms"},
 	{"FELIX_CONTROLPLANE_CHANGE_RETENTION_MAX_ROWS", "10000", "change-feed rows kept (older cursors get 410)"},
 	{"FELIX_CONTROLPLANE_CHANGES_LIMIT", "1000", "max changes per feed page"},
+	{"FELIX_CONTROLPLANE_SUSPECT_AFTER_MS", "9000", "placement loop: a broker without a heartbeat this long is suspect (three of the broker's default 3 s heartbeats; docs/failover.md, \"Wiring\")"},
+	{"FELIX_CONTROLPLANE_DOWN_AFTER_MS", "18000", "placement loop: a broker without a heartbeat this long is down and the shards it leads fail over (six heartbeats; 1500 with brokers at 250 ms)"},
+	{"FELIX_CONTROLPLANE_PLACEMENT_TICK_MS", "100", "placement loop: how often the leader decides"},
 	{"FELIX_AUTH", "on", "off disables the admin token check (a warning is logged)"},
 	{"FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS", "25000", "SIGTERM drain budget, ms"},
 	{"FELIX_TEST_METADATA_LEVEL", "", "test only: the metadata level this member reports, 1..14, playing an older build (a warning is logged)"},
@@ -49,6 +52,7 @@ type config struct {
 	snapshotThreshold                            uint64
 	snapshotInterval, drain                      time.Duration
 	retention, changesLimit                      int
+	suspectAfter, downAfter, placementTick       time.Duration
 	authOff                                      bool
 	level                                        meta.Level // FELIX_TEST_METADATA_LEVEL (0 = the build's)
 	values, sources                              map[string]string
@@ -128,6 +132,9 @@ func (c *config) numbers() []error {
 	c.retention = int(num("FELIX_CONTROLPLANE_CHANGE_RETENTION_MAX_ROWS"))
 	c.changesLimit = int(num("FELIX_CONTROLPLANE_CHANGES_LIMIT"))
 	c.drain = time.Duration(num("FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS")) * time.Millisecond
+	c.suspectAfter = time.Duration(num("FELIX_CONTROLPLANE_SUSPECT_AFTER_MS")) * time.Millisecond
+	c.downAfter = time.Duration(num("FELIX_CONTROLPLANE_DOWN_AFTER_MS")) * time.Millisecond
+	c.placementTick = time.Duration(num("FELIX_CONTROLPLANE_PLACEMENT_TICK_MS")) * time.Millisecond
 	return errs
 }
 

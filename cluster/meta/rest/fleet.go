@@ -163,6 +163,8 @@ func (h *Handler) register(w http.ResponseWriter, r *http.Request) {
 
 // heartbeat serves POST /v1/brokers/{id}/heartbeat: {draining, generations}
 // (node_id from the path; a body node_id must agree); 204, 404 unregistered.
+// With Config.HeartbeatEntryEvery a steady heartbeat is not a Raft entry
+// (liveness.go); every accepted one reaches Config.OnHeartbeat.
 func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request) {
 	var c meta.Heartbeat
 	if err := decode(r, &c); err != nil {
@@ -173,7 +175,11 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.NodeID, c.AtMs = r.PathValue("id"), h.nowMs()
+	if h.heartbeatSeen(w, &c) {
+		return
+	}
 	if _, ok := h.propose(w, &c); ok {
+		h.arrived(&c)
 		w.WriteHeader(http.StatusNoContent)
 	}
 }

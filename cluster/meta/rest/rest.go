@@ -77,6 +77,15 @@ type Config struct {
 	Client *http.Client
 	// Logger receives failures (nil = discard).
 	Logger hclog.Logger
+	// OnHeartbeat, when set, is called on the leader with each accepted
+	// heartbeat's broker and draining flag, as it arrives (the placement loop's
+	// failure detector, cluster/meta/controller).
+	OnHeartbeat func(node string, draining bool)
+	// HeartbeatEntryEvery, when > 0, makes a heartbeat a Raft entry only when
+	// it changes something (draining, a higher generation) or the broker's
+	// last entry is that old (DefaultHeartbeatEntryEvery in the command); 0:
+	// every heartbeat is an entry.
+	HeartbeatEntryEvery time.Duration
 	// Keys holds the tenants' signing keys (OpenTenantKeys): JWKS and token
 	// issue; nil answers those paths 404.
 	Keys *TenantKeys
