@@ -28,7 +28,7 @@ func (m *member) startPlacement() (*placementLoop, error) {
 		Leading: func() (bool, uint64) {
 			return n.Raft.State() == raft.Leader, n.Raft.CurrentTerm()
 		},
-		Propose: func(cmd meta.Command) (meta.Result, error) { return n.Propose(cmd, rest.DefaultProposeTimeout) },
+		Propose:  func(cmd meta.Command) (meta.Result, error) { return n.Propose(cmd, rest.DefaultProposeTimeout) },
 		Detector: placement.DetectorConfig{SuspectAfter: m.cfg.suspectAfter, DownAfter: m.cfg.downAfter},
 		Tick:     m.cfg.placementTick,
 		Logger:   m.log.Named("placement"),
