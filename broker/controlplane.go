@@ -246,7 +246,8 @@ func metaShardKey(ref core.ShardRef) string {
 }
 
 // register registers until it is accepted or refused: a 409 is logged with the control
-// plane's reason and returned; while no member answers it retries (logged once).
+// plane's reason and returned, as is another 4xx (a wrong admin token is 401); while no
+// member answers it retries (logged once), and after a 5xx it pauses and retries.
 func (cp *controlPlane) register(ctx context.Context) error {
 	for {
 		rctx, cancel := context.WithTimeout(ctx, cp.retry+metaclient.DefaultRequestTimeout)
@@ -264,8 +265,18 @@ func (cp *controlPlane) register(ctx context.Context) error {
 			return fmt.Errorf("broker: control plane refused the registration (409 %s): %s", ref.Code, ref.Message)
 		case ctx.Err() != nil:
 			return fmt.Errorf("broker: control plane registration: %w", err)
+		case errors.Is(err, metaclient.ErrUnavailable):
+			cp.unreachable(err) // the client backed off already
+			continue
 		}
-		cp.unreachable(err)
+		var api *metaclient.APIError
+		if errors.As(err, &api) && api.Status >= 400 && api.Status < 500 { // 400, 401 (the token file), 403, 404
+			cp.s.log.Error("the control plane does not take this broker's registration: stopping", "status", api.Status,
+				"reason", api.Message)
+			return fmt.Errorf("broker: control plane registration: %w (check FELIX_CONTROLPLANE_ADMIN_TOKEN_FILE and FELIX_CONTROLPLANE_URL)", err)
+		}
+		cp.s.log.Warn("control-plane registration failed: retrying", "err", err)
+		cp.pause(ctx)
 	}
 }
 

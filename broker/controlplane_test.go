@@ -248,6 +248,20 @@ func TestControlPlaneRefusedRegistration(t *testing.T) {
 	if slices.ContainsFunc(n.FSM.State().Brokers(), func(b meta.Broker) bool { return b.NodeID == "node-0.felix" }) {
 		t.Fatal("the refused broker was registered")
 	}
+	// A wrong admin token (401) stops it too, naming the setting, instead of retrying.
+	bad := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(bad, []byte("not-the-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := cp.env("node-1.felix")
+	env["FELIX_CONTROLPLANE_ADMIN_TOKEN_FILE"] = bad
+	srv, err = New(testConfig(t, t.TempDir(), env), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Run(ctx); err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "FELIX_CONTROLPLANE_ADMIN_TOKEN_FILE") {
+		t.Fatalf("a wrong admin token: Run = %v", err)
+	}
 }
 
 // FELIX_CONTROLPLANE_URL: ErrConfig with FELIX_CLUSTER_PEERS, without the internal
