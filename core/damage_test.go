@@ -61,15 +61,28 @@ func damagedShardDir(t *testing.T) (string, int64) {
 		t.Fatal(err)
 	}
 	pos := int64(seglog.SegmentHeaderLen + 4*(seglog.RecordHeaderLen(seglog.WriteVersion)+200))
-	f, err := os.OpenFile(shardSegment(dir, 0), os.O_RDWR, 0)
+	overwrite(t, shardSegment(dir, 0), pos+int64(seglog.RecordHeaderLen(seglog.WriteVersion))+100, 0xff)
+	return dir, pos
+}
+
+// overwrite writes byte b at position pos of the file at path (pos < 0: counted from its end).
+func overwrite(t *testing.T, path string, pos int64, b byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := f.WriteAt([]byte{0xff}, pos+int64(seglog.RecordHeaderLen(seglog.WriteVersion))+100); err != nil {
+	if pos < 0 {
+		st, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos += st.Size()
+	}
+	if _, err := f.WriteAt([]byte{b}, pos); err != nil {
 		t.Fatal(err)
 	}
-	return dir, pos
 }
 
 // readFrom subscribes to shard from offset and reads until next reaches
@@ -197,18 +210,7 @@ func badTailDir(t *testing.T) string {
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(shardSegment(dir, 0), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte{0xff}, st.Size()-50); err != nil {
-		t.Fatal(err)
-	}
+	overwrite(t, shardSegment(dir, 0), -50, 0xff)
 	return dir
 }
 
@@ -274,16 +276,7 @@ func TestBadCacheTailTakesDownOnlyItsShard(t *testing.T) {
 	}
 	seg := filepath.Join(seglog.ShardDir(dir, seglog.ShardKey{Kind: seglog.ShardCache, Tenant: testCache.Tenant,
 		Namespace: testCache.Namespace, Name: testCache.Cache}), seglog.SegmentFileName(0))
-	f, err := os.OpenFile(seg, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, _ := f.Stat()
-	_, err = f.WriteAt([]byte{0}, st.Size()-10)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	overwrite(t, seg, -10, 0)
 	cfg.PreviousRunClean = true
 	if e, err = NewEngine(cfg); err != nil {
 		t.Fatal(err)

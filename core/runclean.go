@@ -20,8 +20,12 @@ type openedLogs struct {
 }
 
 // first reports whether dir is opened for the first time in this run, and
-// marks it opened. Goroutine-safe (every core's disk shares one set).
+// marks it opened. Goroutine-safe (every core's disk shares one set). A nil
+// set (a disk opened without an engine's Config) treats every open as first.
 func (o *openedLogs) first(dir string) bool {
+	if o == nil {
+		return true
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	seen := o.dirs[dir]
