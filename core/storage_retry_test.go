@@ -61,6 +61,11 @@ func TestFullDiskPublishRetriesAndResumes(t *testing.T) {
 			acked[shard] = append(acked[shard], p)
 		}
 	}
+	live, err := e.Subscribe(SubscribeRequest{Stream: testStream, Shard: 0, Start: StartLatest, WithOffsets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
 	fs.Fail(vfstest.OpWrite, syscall.ENOSPC)
 	for range 3 {
 		_, err = publishSync(t, e, &PublishRequest{Stream: testStream, Shard: 0, Payloads: [][]byte{[]byte("lost")}})
@@ -71,8 +76,13 @@ func TestFullDiskPublishRetriesAndResumes(t *testing.T) {
 		}
 	}
 	fs.Heal()
-	waitPublish(t, e, 0, "after-0")
+	res := waitPublish(t, e, 0, "after-0")
 	acked[0] = append(acked[0], "after-0")
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if d, err := live.Next(ctx); err != nil || d.BaseOffset != res.FirstOffset || fmt.Sprint(records(t, d)) != "[after-0]" {
+		t.Fatalf("a live subscriber across the episode: %+v %v, want after-0 at %d", d, err, res.FirstOffset)
+	}
 	if _, err := publishSync(t, e, &PublishRequest{Stream: testStream, Shard: 1, Payloads: [][]byte{[]byte("after-0")}}); err != nil {
 		t.Fatalf("other shard: %v", err)
 	}
