@@ -181,6 +181,7 @@ func (cp *controlPlane) startLoops(first func(context.Context) bool) {
 		case <-loops.Done():
 		}
 	}()
+	cp.startReports(loops) // controlplane_reports.go
 }
 
 // controlPlaneFatal is the channel Run watches for a later refusal (a re-registration
@@ -349,8 +350,11 @@ func (cp *controlPlane) follow(ctx context.Context) {
 		case errors.Is(err, metaclient.ErrGone):
 			cp.s.log.Info("change feed cursor gone: reloading the snapshot", "cursor", cp.cursor.Load(), "err", err)
 			cp.reloadOrPause(ctx)
-		case err != nil:
-			cp.unreachable(err)
+		case errors.Is(err, metaclient.ErrUnavailable):
+			cp.unreachable(err) // the client backed off already
+		case err != nil: // an answer the feed should not give (4xx, 5xx)
+			cp.s.log.Warn("change feed request failed: retrying", "cursor", cp.cursor.Load(), "err", err)
+			cp.pause(ctx)
 		case page.Epoch == 0: // the feed's epochs start at 1: not a control plane's page
 			cp.s.log.Warn("change feed: a page without an epoch is skipped", "last", page.Last)
 			cp.pause(ctx)
