@@ -403,7 +403,7 @@ func (w *run) cacheKeys() []string {
 func (w *run) checkCounters(ctx context.Context, cs []*client.Client, keys []string) error {
 	var sum atomic.Int64
 	if err := forEachParallel(ctx, len(cs), len(keys), func(wk, i int) error {
-		v, err := cs[wk].CounterGet(ctx, w.name, keys[i])
+		v, _, err := cs[wk].CounterGet(ctx, w.name, keys[i]) // an absent counter adds 0
 		sum.Add(v)
 		return err
 	}); err != nil {

@@ -86,7 +86,8 @@ func (s *session) handleCounterAdd(m *proto.CounterAdd) {
 	}
 	name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
 	s.cacheCall(name, []byte(m.Key), id, m, func(shard int, key []byte) error {
-		return s.svc.CounterAdd(name, shard, key, m.Delta, s.counterAnswer(m.TenantID, m.Namespace, m.Cache, m.Key, id))
+		answer := s.counterAnswer(m.TenantID, m.Namespace, m.Cache, m.Key, id)
+		return s.svc.CounterAdd(name, shard, key, m.Delta, func(sum int64, err error) { answer(sum, true, err) })
 	})
 }
 
@@ -97,7 +98,8 @@ func (s *session) handleCounterGet(m *proto.CounterGet) {
 	}
 	name, id := cacheName(m.TenantID, m.Namespace, m.Cache), m.RequestID
 	s.cacheCall(name, []byte(m.Key), id, m, func(shard int, key []byte) error {
-		return s.svc.CounterGet(name, shard, key, s.counterAnswer(m.TenantID, m.Namespace, m.Cache, m.Key, id))
+		answer := s.counterAnswer(m.TenantID, m.Namespace, m.Cache, m.Key, id)
+		return s.svc.CounterGet(name, shard, key, func(sum int64, found bool, err error) { answer(sum, found, err) })
 	})
 }
 
@@ -170,15 +172,27 @@ func (s *session) cacheError(err error, id *uint64) {
 	s.sendError(code, text, id)
 }
 
-func (s *session) counterAnswer(t, ns, c, key string, id *uint64) func(int64, error) {
-	return func(sum int64, err error) {
+// counterAnswer answers one counter op with counter_value; found=false (a counter_get of a
+// counter that does not exist) is written as "found":false with value 0, found is written
+// as the field's absence (docs/client-protocol.md, counter_value found?; issue 25).
+func (s *session) counterAnswer(t, ns, c, key string, id *uint64) func(sum int64, found bool, err error) {
+	return func(sum int64, found bool, err error) {
 		defer s.opDone()
 		if err != nil {
 			s.cacheError(err, id)
 			return
 		}
-		s.send(&proto.CounterValue{TenantID: t, Namespace: ns, Cache: c, Key: key, Value: sum, RequestID: id})
+		s.send(counterValue(t, ns, c, key, id, sum, found))
 	}
+}
+
+// counterValue is the counter_value answer: found? is written only for an absent counter.
+func counterValue(t, ns, c, key string, id *uint64, sum int64, found bool) *proto.CounterValue {
+	m := &proto.CounterValue{TenantID: t, Namespace: ns, Cache: c, Key: key, Value: sum, RequestID: id}
+	if !found {
+		m.Value, m.Found = 0, proto.Ptr(false)
+	}
+	return m
 }
 
 // autoCreateCache creates tenant/namespace/cache on first use (FELIX_AUTO_CREATE=true).

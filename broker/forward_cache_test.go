@@ -74,6 +74,10 @@ func cacheRoundTrip(t *testing.T, r *rawStream, key, where string) {
 	if m, ok := r.next().(*proto.CacheValue); !ok || m.Value != nil {
 		t.Fatalf("%s get after delete: %#v, want null", where, m)
 	}
+	r.send(&proto.CounterGet{TenantID: tn, Namespace: n, Cache: cn, Key: key, RequestID: next()})
+	if m, ok := r.next().(*proto.CounterValue); !ok || m.IsFound() || m.Value != 0 || *m.RequestID != id {
+		t.Fatalf("%s counter get before any add: %#v, want found=false", where, m)
+	}
 	for _, d := range []int64{5, -2} {
 		r.send(&proto.CounterAdd{TenantID: tn, Namespace: n, Cache: cn, Key: key, Delta: d, RequestID: next()})
 		if m, ok := r.next().(*proto.CounterValue); !ok || (d == 5 && m.Value != 5) || (d == -2 && m.Value != 3) {
@@ -81,7 +85,7 @@ func cacheRoundTrip(t *testing.T, r *rawStream, key, where string) {
 		}
 	}
 	r.send(&proto.CounterGet{TenantID: tn, Namespace: n, Cache: cn, Key: key, RequestID: next()})
-	if m, ok := r.next().(*proto.CounterValue); !ok || m.Value != 3 {
+	if m, ok := r.next().(*proto.CounterValue); !ok || m.Value != 3 || !m.IsFound() || m.Found != nil {
 		t.Fatalf("%s counter get: %#v", where, m)
 	}
 }

@@ -138,6 +138,10 @@ func (s *session) answerForwardedCache(req proto.Message, id *uint64, present bo
 	case *proto.CounterAdd:
 		s.answerForwardedCounter(m.TenantID, m.Namespace, m.Cache, m.Key, id, value)
 	case *proto.CounterGet:
+		if !present { // the owner found no counter: absent, not zero (issue 25)
+			s.send(counterValue(m.TenantID, m.Namespace, m.Cache, m.Key, id, 0, false))
+			return
+		}
 		s.answerForwardedCounter(m.TenantID, m.Namespace, m.Cache, m.Key, id, value)
 	}
 }

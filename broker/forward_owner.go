@@ -196,8 +196,14 @@ func (f *forwarding) applyCache(op *proto.ForwardCacheOp, ref core.ShardRef, don
 			return core.ErrInvalid
 		}
 		return e.CounterAdd(name, ref.Shard, op.Key, delta, sum)
-	case proto.CacheOpCounterGet:
-		return e.CounterGet(name, ref.Shard, op.Key, sum)
+	case proto.CacheOpCounterGet: // presence byte: absent for a counter that does not exist
+		return e.CounterGet(name, ref.Shard, op.Key, func(n int64, ok bool, err error) {
+			if err == nil && !ok {
+				done <- cacheOutcome{}
+				return
+			}
+			sum(n, err)
+		})
 	}
 	return core.ErrInvalid
 }

@@ -315,7 +315,9 @@ func TestReplicationCacheFollowsAndPromotes(t *testing.T) {
 			t.Fatalf("promoted n2: %s = %s, want %s", k, got, want)
 		}
 	}
-	if sum := engineCall(t, "counter get", func(done func(int64, error)) error { return f.CounterGet(replKV, 0, []byte("c"), done) }); sum != 10 {
+	if sum := engineCall(t, "counter get", func(done func(int64, error)) error {
+		return f.CounterGet(replKV, 0, []byte("c"), func(n int64, _ bool, err error) { done(n, err) })
+	}); sum != 10 {
 		t.Fatalf("promoted n2: counter c = %d, want 10", sum)
 	}
 	waitUntil(t, 20*time.Second, "k3 expired on n2", func() bool { return get("k3") == `""/false` })

@@ -25,7 +25,8 @@ type shardService interface {
 	CacheGet(name core.CacheName, shard int, key []byte, done func(value []byte, found bool, err error)) error
 	CacheDelete(name core.CacheName, shard int, key []byte, done func(value []byte, found bool, err error)) error
 	CounterAdd(name core.CacheName, shard int, key []byte, delta int64, done func(sum int64, err error)) error
-	CounterGet(name core.CacheName, shard int, key []byte, done func(sum int64, err error)) error
+	// CounterGet answers found=false for a counter that does not exist (absent, not zero).
+	CounterGet(name core.CacheName, shard int, key []byte, done func(sum int64, found bool, err error)) error
 	CacheWatch(req core.CacheWatchRequest) (*core.CacheWatcher, error)
 
 	CreateGroup(name core.StreamName, shard int, group string, cfg groups.GroupConfig, done func(error)) error

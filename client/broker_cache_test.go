@@ -52,11 +52,11 @@ func TestCache(t *testing.T) {
 	if sum, err := c.CounterAdd(ctx, "primary", "hits", -7); err != nil || sum != -2 {
 		t.Fatalf("add: %d %v", sum, err)
 	}
-	if sum, err := c.CounterGet(ctx, "primary", "hits"); err != nil || sum != -2 {
-		t.Fatalf("get counter: %d %v", sum, err)
+	if sum, found, err := c.CounterGet(ctx, "primary", "hits"); err != nil || !found || sum != -2 {
+		t.Fatalf("get counter: %d %v %v", sum, found, err)
 	}
-	if sum, err := c.CounterGet(ctx, "primary", "never"); err != nil || sum != 0 {
-		t.Fatalf("fresh counter: %d %v", sum, err)
+	if sum, found, err := c.CounterGet(ctx, "primary", "never"); err != nil || found || sum != 0 {
+		t.Fatalf("fresh counter: %d found=%v %v", sum, found, err)
 	}
 
 	// A short TTL expires (poll: expiry is the broker's clock, so no fixed sleep is asserted).
@@ -171,7 +171,7 @@ func TestCacheLimitsOnBroker(t *testing.T) {
 	checks = append(checks, err)
 	_, err = c.CounterAdd(ctx, "kv", tooLong, 1)
 	checks = append(checks, err)
-	_, err = c.CounterGet(ctx, "kv", tooLong)
+	_, _, err = c.CounterGet(ctx, "kv", tooLong)
 	checks = append(checks, err)
 	_, err = c.Watch(ctx, "kv", tooLong, WatchOptions{})
 	checks = append(checks, err)

@@ -149,19 +149,35 @@ func (c *Client) CounterAdd(ctx context.Context, cache, key string, delta int64)
 	return counterValue(m, err)
 }
 
-// CounterGet returns the counter's sum (0 for a counter never added to; spec §8.2; feature
-// counters). Re-sent after an indeterminate outcome.
-func (c *Client) CounterGet(ctx context.Context, cache, key string) (int64, error) {
+// CounterGet returns the counter's sum and whether it exists (spec §8.2; feature counters):
+// found=false (value 0) for a counter never added to, which is absent, not zero; a counter
+// added back to 0 is found with value 0 (issue 25; the answer's found? field,
+// docs/client-protocol.md). An older broker's answer has no found? and reads as found, so
+// against one an unwritten counter reads (0, true). Re-sent after an indeterminate outcome.
+// Errors: ErrNotFound (no such cache), ErrUnauthorized, ErrUnsupported (no counters
+// feature), ErrOverloaded, ErrIndeterminate (after WithMaxAttempts), ErrInvalidArgument
+// or ErrTooLarge (key; not sent).
+func (c *Client) CounterGet(ctx context.Context, cache, key string) (value int64, found bool, err error) {
 	if err := checkKey(key); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if err := c.requireFeature(ctx, proto.FeatureCounters); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	m, err := c.roundTrip(ctx, true, func(id uint64) proto.Message {
 		return &proto.CounterGet{TenantID: c.cfg.tenant, Namespace: c.cfg.namespace, Cache: cache, Key: key, RequestID: &id}
 	})
-	return counterValue(m, err)
+	if err != nil {
+		return 0, false, err
+	}
+	v, ok := m.(*proto.CounterValue)
+	if !ok {
+		return 0, false, unexpected(m, "counter_value")
+	}
+	if !v.IsFound() {
+		return 0, false, nil
+	}
+	return v.Value, true, nil
 }
 
 func counterValue(m proto.Message, err error) (int64, error) {

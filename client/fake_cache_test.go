@@ -56,8 +56,8 @@ func TestCacheRetryRules(t *testing.T) {
 	if old, found, err := c.Delete(ctx, "c", "k"); err != nil || !found || string(old) != "old" {
 		t.Fatalf("Delete after a lost answer: %q %v %v", old, found, err)
 	}
-	if sum, err := c.CounterGet(ctx, "c", "n"); err != nil || sum != 9 {
-		t.Fatalf("CounterGet after a lost answer: %d %v", sum, err)
+	if sum, found, err := c.CounterGet(ctx, "c", "n"); err != nil || !found || sum != 9 {
+		t.Fatalf("CounterGet after a lost answer: %d %v %v", sum, found, err)
 	}
 	// The re-sends use fresh request ids.
 	gets := fb.messages(proto.TypeCacheGet)

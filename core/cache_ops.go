@@ -95,13 +95,14 @@ func (e *Engine) CacheDelete(name CacheName, shard int, key []byte, done func(va
 // Errors as CachePut, plus cache.ErrCounterOverflow and cache.ErrCapacity.
 func (e *Engine) CounterAdd(name CacheName, shard int, key []byte, delta int64, done func(sum int64, err error)) error {
 	return e.postCache(name, shard, key, func(cs *cacheShard) cacheShardOp {
-		return &counterOp{shard: cs, key: key, delta: delta, add: true, done: done}
+		return &counterOp{shard: cs, key: key, delta: delta, add: true, done: func(sum int64, _ bool, err error) { done(sum, err) }}
 	})
 }
 
-// CounterGet hands done the counter's sum (0 when it does not exist).
-// Errors as CachePut.
-func (e *Engine) CounterGet(name CacheName, shard int, key []byte, done func(sum int64, err error)) error {
+// CounterGet hands done the counter's sum and whether it exists: found=false
+// (sum 0) for a counter never added to or removed, which is absent, not zero
+// (a counter decremented to 0 is found with sum 0; issue 25). Errors as CachePut.
+func (e *Engine) CounterGet(name CacheName, shard int, key []byte, done func(sum int64, found bool, err error)) error {
 	return e.postCache(name, shard, key, func(cs *cacheShard) cacheShardOp {
 		return &counterOp{shard: cs, key: key, done: done}
 	})
@@ -184,21 +185,22 @@ type counterOp struct {
 	key   []byte
 	delta int64
 	add   bool
-	done  func(sum int64, err error)
+	done  func(sum int64, found bool, err error)
 	sum   int64
+	found bool
 	err   error
 }
 
-func (o *counterOp) fail(err error) { o.done(0, err) }
+func (o *counterOp) fail(err error) { o.done(0, false, err) }
 
 func (o *counterOp) apply(c *core) {
 	if err := o.shard.serving(); err != nil {
 		if !o.add && o.shard.readsFromMemory(err) { // served from memory while writes fail
-			sum, _ := o.shard.sm.CounterGet(o.key)
-			o.done(sum, nil)
+			sum, found := o.shard.sm.CounterGet(o.key)
+			o.done(sum, found, nil)
 			return
 		}
-		o.done(0, err)
+		o.done(0, false, err)
 		return
 	}
 	if o.shard.promoting.park(func() { o.apply(c) }) { // replicate_promote.go
@@ -206,8 +208,9 @@ func (o *counterOp) apply(c *core) {
 	}
 	if o.add {
 		o.sum, _, o.err = o.shard.sm.CounterAdd(o.key, o.delta)
+		o.found = true
 	} else {
-		o.sum, _ = o.shard.sm.CounterGet(o.key)
+		o.sum, o.found = o.shard.sm.CounterGet(o.key)
 	}
 	o.shard.finish(o)
 }
@@ -215,10 +218,10 @@ func (o *counterOp) apply(c *core) {
 func (o *counterOp) answer(err error) {
 	err = firstError(err, o.err)
 	if err != nil {
-		o.done(0, err)
+		o.done(0, false, err)
 		return
 	}
-	o.done(o.sum, nil)
+	o.done(o.sum, o.found, nil)
 }
 
 // firstError returns the storage error of the commit when there is one,

@@ -34,6 +34,10 @@ func (r *cacheReply) get(v []byte, found bool, err error) {
 	r.value, r.found, r.err = v, found, err
 }
 func (r *cacheReply) counter(sum int64, err error) { r.calls++; r.sum, r.err = sum, err }
+func (r *cacheReply) counterGot(sum int64, found bool, err error) {
+	r.calls++
+	r.sum, r.found, r.err = sum, found, err
+}
 
 func createCache(t *testing.T, h *harness, shards int, durable bool) {
 	t.Helper()
@@ -95,6 +99,37 @@ func TestCacheOpsAnswerAfterCommit(t *testing.T) {
 	h.step(3)
 	if !del.found || del.value == nil || len(del.value) != 0 {
 		t.Fatalf("delete of the empty value: %v %v %v", del.value, del.found, del.err)
+	}
+}
+
+// TestCounterGetPresence: a counter never added to is absent (found=false), distinct from a
+// counter added back to zero (found, sum 0); issue 25.
+func TestCounterGetPresence(t *testing.T) {
+	h := newHarness(t, 1, newFakeStore(), nil)
+	createCache(t, h, 2, true)
+	get := func(key string) *cacheReply {
+		r := &cacheReply{}
+		if err := h.e.CounterGet(testCache, keyShard(h.e, testCache, []byte(key)), []byte(key), r.counterGot); err != nil {
+			t.Fatal(err)
+		}
+		h.step(3)
+		if r.calls != 1 || r.err != nil {
+			t.Fatalf("counter get %q: %+v", key, r)
+		}
+		return r
+	}
+	if r := get("never"); r.found || r.sum != 0 {
+		t.Fatalf("unwritten counter: %+v", r)
+	}
+	add := &cacheReply{}
+	h.e.CounterAdd(testCache, keyShard(h.e, testCache, []byte("z")), []byte("z"), 2, add.counter)
+	h.e.CounterAdd(testCache, keyShard(h.e, testCache, []byte("z")), []byte("z"), -2, add.counter)
+	h.step(3)
+	if add.calls != 2 || add.err != nil || add.sum != 0 {
+		t.Fatalf("adds: %+v", add)
+	}
+	if r := get("z"); !r.found || r.sum != 0 {
+		t.Fatalf("counter back at zero: %+v", r)
 	}
 }
 

@@ -49,7 +49,7 @@ func TestCacheRestartRecovery(t *testing.T) {
 		t.Fatal("restart restarted the ttl clock")
 	}
 	got := &cacheReply{}
-	h2.e.CounterGet(testCache, keyShard(h2.e, testCache, []byte("hits")), []byte("hits"), got.counter)
+	h2.e.CounterGet(testCache, keyShard(h2.e, testCache, []byte("hits")), []byte("hits"), got.counterGot)
 	h2.step(3)
 	if got.sum != 14 {
 		t.Fatalf("counter after restart %d", got.sum)
@@ -140,7 +140,7 @@ func TestCacheCompactionOnTheCore(t *testing.T) {
 		}
 	}
 	got := &cacheReply{}
-	h2.e.CounterGet(testCache, keyShard(h2.e, testCache, []byte("n")), []byte("n"), got.counter)
+	h2.e.CounterGet(testCache, keyShard(h2.e, testCache, []byte("n")), []byte("n"), got.counterGot)
 	h2.step(3)
 	if got.sum != 300 {
 		t.Fatalf("counter %d after compaction and restart", got.sum)
@@ -190,7 +190,7 @@ func TestCacheOnSeglogSurvivesRestart(t *testing.T) {
 		t.Fatalf("after restart: %q %v %v", r.v, r.found, r.err)
 	}
 	sums := make(chan int64, 1)
-	e.CounterGet(testCache, keyShard(e, testCache, []byte("n")), []byte("n"), func(sum int64, _ error) { sums <- sum })
+	e.CounterGet(testCache, keyShard(e, testCache, []byte("n")), []byte("n"), func(sum int64, _ bool, _ error) { sums <- sum })
 	if s := <-sums; s != 41 {
 		t.Fatalf("counter after restart %d", s)
 	}

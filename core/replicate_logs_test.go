@@ -307,7 +307,7 @@ func cacheGet(t *testing.T, e *core.Engine, key string) cacheValue {
 func counterGet(t *testing.T, e *core.Engine, key string) int64 {
 	t.Helper()
 	return groupCall(t, "counter "+key, func(done func(int64, error)) error {
-		return e.CounterGet(replCache, 0, []byte(key), done)
+		return e.CounterGet(replCache, 0, []byte(key), func(sum int64, _ bool, err error) { done(sum, err) })
 	})
 }
 

@@ -136,7 +136,7 @@ func syncCounter(e *Engine, key string, delta int64, add bool) (int64, error) {
 	if add {
 		err = e.CounterAdd(testCache, s, k, delta, done)
 	} else {
-		err = e.CounterGet(testCache, s, k, done)
+		err = e.CounterGet(testCache, s, k, func(sum int64, _ bool, err error) { done(sum, err) })
 	}
 	if err != nil {
 		return 0, err

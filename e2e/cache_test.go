@@ -202,7 +202,7 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 		var err error
 		for attempt := 0; attempt < 5; attempt++ {
 			gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			got, err = cl.CounterGet(gctx, cacheName, d)
+			got, _, err = cl.CounterGet(gctx, cacheName, d) // absent reads 0: no add was acknowledged
 			cancel()
 			if err == nil {
 				break

@@ -300,6 +300,10 @@ type CounterGet struct {
 }
 
 // CounterValue answers counter_add (sum after the add) and counter_get (§8.2).
+// Found is the additive found? field (docs/client-protocol.md, counter_value): nil (the
+// field absent, as every older broker writes it) means the counter exists; false means a
+// counter_get found no counter (never added to, or removed), and Value is then 0 and means
+// nothing. A counter_add answer never carries it. Use IsFound to read it.
 type CounterValue struct {
 	TenantID  string  `json:"tenant_id"`
 	Namespace string  `json:"namespace"`
@@ -307,7 +311,12 @@ type CounterValue struct {
 	Key       string  `json:"key"`
 	Value     int64   `json:"value"`
 	RequestID *uint64 `json:"request_id"`
+	Found     *bool   `json:"found,omitempty"`
 }
+
+// IsFound reports whether the counter exists: true unless the found? field is present and
+// false (an absent field means found, so an older broker's answer reads as found).
+func (m *CounterValue) IsFound() bool { return m.Found == nil || *m.Found }
 
 // GroupPoll leases up to MaxRecords records to a consumer group, waiting up to MaxWaitMs
 // (§8.3).

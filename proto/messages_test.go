@@ -38,6 +38,8 @@ func sampleMessages() []Message {
 		&CounterAdd{TenantID: "t1", Namespace: "default", Cache: "c", Key: "hits", Delta: -3, RequestID: Ptr[uint64](12)},
 		&CounterGet{TenantID: "t1", Namespace: "default", Cache: "c", Key: "hits"},
 		&CounterValue{TenantID: "t1", Namespace: "default", Cache: "c", Key: "hits", Value: -1 << 63},
+		&CounterValue{TenantID: "t1", Namespace: "default", Cache: "c", Key: "never", RequestID: Ptr[uint64](13), Found: Ptr(false)},
+		&CounterValue{TenantID: "t1", Namespace: "default", Cache: "c", Key: "hits", Value: 0, Found: Ptr(true)},
 		&GroupPoll{TenantID: "t1", Namespace: "default", Stream: "o", Shard: 0, Group: "g", MaxRecords: 100, MaxWaitMs: 1000, RequestID: 20},
 		&GroupRecords{RequestID: 20, Group: "g", Records: []GroupRecord{{Offset: 41, Payload: []byte("p"), Delivery: 1, Publisher: "me"}, {Offset: 42, Payload: []byte{}, Delivery: 2}}},
 		&GroupAck{TenantID: "t1", Namespace: "default", Stream: "o", Group: "g", Offsets: []uint64{41}, RequestID: 21},
@@ -239,5 +241,27 @@ func TestAppendMessageFrame(t *testing.T) {
 	m, err := DecodeMessage(body)
 	if err != nil || m.(*Error).Message != "a\uFFFDb" {
 		t.Fatalf("%s %v", body, err)
+	}
+}
+
+// TestCounterValueFound: counter_value's additive found? field. An older broker's answer
+// (no field) reads as found; found:false is a counter_get of a counter that does not exist.
+func TestCounterValueFound(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"type":"counter_value","tenant_id":"t","namespace":"n","cache":"c","key":"k","value":0,"request_id":1}`:               true,
+		`{"type":"counter_value","tenant_id":"t","namespace":"n","cache":"c","key":"k","value":0,"request_id":1,"found":false}`: false,
+		`{"type":"counter_value","tenant_id":"t","namespace":"n","cache":"c","key":"k","value":0,"found":true}`:                 true,
+	} {
+		m, err := DecodeMessage([]byte(body))
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if got := m.(*CounterValue).IsFound(); got != want {
+			t.Fatalf("%s: IsFound %v, want %v", body, got, want)
+		}
+	}
+	got := string((&CounterValue{TenantID: "t", Namespace: "n", Cache: "c", Key: "k", Found: Ptr(false)}).AppendJSON(nil))
+	if want := `{"type":"counter_value","tenant_id":"t","namespace":"n","cache":"c","key":"k","value":0,"found":false}`; got != want {
+		t.Fatalf("encode: %s, want %s", got, want)
 	}
 }

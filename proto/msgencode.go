@@ -356,6 +356,14 @@ func (m *CounterValue) AppendJSON(dst []byte) []byte {
 	w.cacheKey(m.TenantID, m.Namespace, m.Cache, m.Key)
 	w.i64("value", m.Value)
 	w.optU64("request_id", m.RequestID)
+	if m.Found != nil { // found? (additive): written only when the broker knows presence
+		w.key("found")
+		if *m.Found {
+			w.b = append(w.b, "true"...)
+		} else {
+			w.b = append(w.b, "false"...)
+		}
+	}
 	return w.end()
 }
 

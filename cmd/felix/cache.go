@@ -197,17 +197,23 @@ func (a *app) cacheIncr() *cobra.Command {
 func (a *app) cacheCounter() *cobra.Command {
 	return &cobra.Command{
 		Use:   "counter CACHE KEY",
-		Short: "Print a counter's value (0 when never incremented)",
+		Short: "Print a counter's value (exit 3 when it was never added to; 0 is a value)",
 		Args:  nameArgs(2, 2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var v int64
+			var (
+				v     int64
+				found bool
+			)
 			err := a.withClient(cmd, func(c *client.Client, ctx context.Context) error {
 				var err error
-				v, err = c.CounterGet(ctx, args[0], args[1])
+				v, found, err = c.CounterGet(ctx, args[0], args[1])
 				return err
 			})
 			if err != nil {
 				return fmt.Errorf("cache counter %s %s: %w", args[0], args[1], err)
+			}
+			if !found { // absent, not zero (issue 25): like cache get's miss, nothing on stdout, exit 3
+				return withKind(ErrNotFound, fmt.Errorf("cache %s: counter %s not found", args[0], args[1]))
 			}
 			a.done(map[string]any{"cache": args[0], "key": args[1], "value": v}, "%d", v)
 			return nil

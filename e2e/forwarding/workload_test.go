@@ -233,8 +233,8 @@ func (r *run) cacheOps(ctx context.Context, cl *client.Client, name, cache strin
 		default:
 			kind, in.Key = history.KindCounterGet, history.Bytes("n-"+key)
 			call = func(c context.Context) (history.Output, error) {
-				sum, err := cl.CounterGet(c, cache, "n-"+key)
-				return history.Output{Found: sum != 0, Sum: sum}, err
+				sum, found, err := cl.CounterGet(c, cache, "n-"+key)
+				return history.Output{Found: found, Sum: sum}, err
 			}
 		}
 		r.do(ctx, proc, name, kind, in, call, t)

@@ -190,13 +190,13 @@ func (r *snkRun) counterAdd(ctx context.Context, proc *int, key string, delta in
 		})
 }
 
-// counterGet records one CounterGet (found = a sum other than 0: deltas are positive);
+// counterGet records one CounterGet (found as the SDK reports it: absent is not 0);
 // it reports whether it completed ok.
 func (r *snkRun) counterGet(ctx context.Context, proc *int, key string) bool {
 	return r.do(ctx, proc, "cache", history.KindCounterGet, history.Input{Cache: snkCache, Key: history.Bytes(key)},
 		func(octx context.Context) (history.Outcome, history.Output, error) {
-			sum, err := r.cacheCl.CounterGet(octx, snkCache, key)
-			return SDKOutcome(err), history.Output{Found: sum != 0, Sum: sum}, err
+			sum, found, err := r.cacheCl.CounterGet(octx, snkCache, key)
+			return SDKOutcome(err), history.Output{Found: found, Sum: sum}, err
 		}) == history.OK
 }
 
