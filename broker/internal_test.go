@@ -151,8 +151,8 @@ func TestInternalTransportServesPeers(t *testing.T) {
 	if ok, isOk := ans.(*proto.ForwardPublishOk); err != nil || !isOk || ok.FirstOffset != 7 {
 		t.Fatalf("registered handler: %#v %v", ans, err)
 	}
-	ans, err = p.Request(ctx, to, &proto.ReplicateBootstrap{Log: proto.LogCache}) // Fence is replication's (replicate.go)
-	if u, ok := ans.(*proto.UnsupportedKind); err != nil || !ok || u.RefusedKind != proto.KindReplicateCacheBootstrap {
+	ans, err = p.Request(ctx, to, &proto.ReplicateOk{DurableOffset: 1}) // every Replicate* request kind is replication's (replicate_logs.go)
+	if u, ok := ans.(*proto.UnsupportedKind); err != nil || !ok || u.RefusedKind != proto.KindReplicateOk {
 		t.Fatalf("unregistered kind: %#v %v, want UnsupportedKind", ans, err)
 	}
 	logs := b.logs.String()
@@ -166,7 +166,7 @@ func TestInternalTransportServesPeers(t *testing.T) {
 	for _, want := range []string{
 		"felix_internal_listener_connections_accepted_total 1",
 		`felix_internal_listener_requests_total{kind="AuthorizedForwardPublish"} 1`,
-		`felix_internal_listener_requests_total{kind="ReplicateCacheBootstrap"} 1`,
+		`felix_internal_listener_requests_total{kind="ReplicateOk"} 1`,
 		"felix_internal_listener_unsupported_kind_total 1",
 		"felix_internal_listener_connections_active 1",
 	} {
