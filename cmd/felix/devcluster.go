@@ -51,7 +51,7 @@ func (a *app) devClusterCommand() *cobra.Command {
 	f.IntVar(&cfg.Brokers, "brokers", devcluster.DefaultBrokers, "number of brokers (1..10)")
 	f.IntVar(&cfg.ControlPlanes, "controlplanes", devcluster.DefaultControlPlanes, "number of control-plane members (1..10)")
 	f.IntVar(&cfg.ReplicationFactor, "replication-factor", devcluster.DefaultReplicationFactor,
-		"replication factor `felix cluster stream create` uses by default (FELIX_REPLICATION_FACTOR in --print-env; 1..brokers)")
+		"the default replication factor of felix cluster stream create (FELIX_REPLICATION_FACTOR in --print-env; 1..brokers)")
 	f.IntVar(&cfg.BasePort, "base-port", a.envInt("FELIX_DEV_CLUSTER_BASE_PORT", devcluster.DefaultBasePort),
 		"first port of the layout (FELIX_DEV_CLUSTER_BASE_PORT): members at P.., brokers at P+100..")
 	f.StringVar(&cfg.DataDir, "data-dir", a.env(devcluster.DefaultDataDir, "FELIX_DEV_CLUSTER_DATA_DIR"),
