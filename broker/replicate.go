@@ -1,13 +1,14 @@
 package broker
 
-// Replication of a stream shard's records log, wired end to end (issue 18 item 4;
+// Replication of every log of a shard, wired end to end (issue 18 item 4;
 // docs/replication.md, "Wiring"; seeds/internal-protocol.txt "Replication",
-// "Bootstrapping a follower", "Rebuilding a follower", "Errors"): the follower's handlers
-// of ReplicateRecords (9), ReplicateBootstrap (10), ReplicateRebuild (24) and Fence (25)
-// on the internal transport's Dispatcher (replicate_follower.go), and, for every shard this
-// node leads with a non-empty replica set, one shipper goroutine per follower
-// (replicate_leader.go) feeding cluster/replica's Shipper and Tracker and handing the
-// quorum mark to core.Engine.Release. This file holds the Server's replication state: the
+// "Bootstrapping a follower", "Rebuilding a follower", "Replicating a cache",
+// "Replicating group state", "Errors"): the follower's handler of every Replicate*
+// records and bootstrap kind, ReplicateRebuild (24) and Fence (25) on the internal
+// transport's Dispatcher (replicate_follower.go), and, for every log of every shard this
+// node leads with a non-empty replica set (replicate_logs.go), one shipper goroutine per
+// follower (replicate_leader.go) feeding cluster/replica's Shipper and Tracker and handing
+// the records' and producer keys' quorum marks to core.Engine.ReleaseReplica. This file holds the Server's replication state: the
 // placement seam, the start and stop with the reconciler's passes, /replication/halted
 // and the per-follower metrics.
 

@@ -1,8 +1,8 @@
 package broker
 
-// The follower's side of replication (replicate.go): one handler for ReplicateRecords
-// (9), ReplicateBootstrap (10), ReplicateRebuild (24) and Fence (25) of a stream shard's
-// records log. It builds cluster/replica's FollowerState from the engine
+// The follower's side of replication (replicate.go): one handler for the records and
+// bootstrap kinds of every log (replicate_logs.go), ReplicateRebuild (24) and Fence (25),
+// the shard kind given by the log. It builds cluster/replica's FollowerState from the engine
 // (core.Engine.ReplicaState and a ReadReplica-backed Reader), asks DecideFollower, carries
 // out the action on the owning core (core.Engine.ApplyReplicated, TruncateReplica,
 // ResetReplica, SetReplicaEpochs, WhenDurable) and answers exactly what the decision
