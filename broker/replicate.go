@@ -43,10 +43,10 @@ type replication struct {
 	exited  sync.WaitGroup // waits for halted shippers to end (stopReplication)
 
 	mu       sync.Mutex
-	leaders  map[core.LogAddr]*leaderShard  // running shippers, by shard log
-	followed map[core.LogAddr]*followerMem  // the follower's volatile per-log state
-	halted   map[haltKey]HaltedReplica      // every halted (shard, log, follower)
-	stats    map[haltKey]*followerStats     // metrics, kept across a shard's generations
+	leaders  map[core.LogAddr]*leaderShard // running shippers, by shard log
+	followed map[core.LogAddr]*followerMem // the follower's volatile per-log state
+	halted   map[haltKey]HaltedReplica     // every halted (shard, log, follower)
+	stats    map[haltKey]*followerStats    // metrics, kept across a shard's generations
 }
 
 // placementSeam is what SetPlacement installed.
