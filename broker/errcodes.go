@@ -75,7 +75,7 @@ func (srv *Server) errorCode(err error) (proto.ErrorCode, string) {
 	case errors.Is(err, core.ErrNotFound), errors.Is(err, ErrNotFound):
 		return proto.CodeNotFound, "not found"
 	case errors.Is(err, core.ErrStorageFailed), errors.Is(err, cache.ErrCorruptRecord), errors.Is(err, groups.ErrCorrupt):
-		return proto.CodeStorageFailed, err.Error()
+		return proto.CodeStorageFailed, storageFailedText(err) // ops.go: no server path
 	case errors.Is(err, core.ErrInvalid), errors.Is(err, ErrInvalid), errors.Is(err, core.ErrNoDurableStorage),
 		errors.Is(err, groups.ErrGroupIDCollision):
 		return proto.CodeMalformed, err.Error()

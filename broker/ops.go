@@ -1,14 +1,17 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/pprof"
+	"syscall"
 
 	"github.com/VictoriaMetrics/metrics"
 
 	"felix/core"
+	"felix/seglog"
 )
 
 // serverMetrics are the broker's own counters (the engine registers its own in the same set).
@@ -126,4 +129,33 @@ func (s *Server) streamDamage(tenant, namespace, stream string) []ShardDamage {
 			Offset: d.Offset, Readable: !d.Unservable})
 	}
 	return out
+}
+
+// storageFailedText is the text of a storage_failed answer (errcodes.go): never the
+// server's file path (issue 23; the broker's log line names it). A *core.DamageError or
+// *core.WriteError speaks for itself (stream or cache, shard, segment or errno); an
+// error wrapping a *seglog.StorageError or *seglog.CorruptionError is reduced to the
+// operation and errno, or the kind, segment and byte; anything else keeps its text.
+func storageFailedText(err error) string {
+	var (
+		de *core.DamageError
+		we *core.WriteError
+		se *seglog.StorageError
+		ce *seglog.CorruptionError
+	)
+	switch {
+	case errors.As(err, &de), errors.As(err, &we):
+		return err.Error()
+	case errors.As(err, &ce):
+		return fmt.Sprintf("storage failed: log damaged: %s in segment %s at byte %d",
+			ce.Kind, seglog.SegmentFileName(uint64(max(ce.Segment, 0))), ce.Position)
+	case errors.As(err, &se):
+		var errno syscall.Errno
+		text := "I/O failure"
+		if errors.As(se.Err, &errno) {
+			text = errno.Error()
+		}
+		return fmt.Sprintf("storage failed: %s: %s", se.Op, text)
+	}
+	return err.Error()
 }

@@ -3,12 +3,14 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -144,5 +146,24 @@ func wantUnservable(t *testing.T, srv *Server, stream string) {
 	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || len(got.Damaged) != 1 ||
 		got.Damaged[0].Shard != 0 || got.Damaged[0].Kind != "DataAfterEnd" || got.Damaged[0].Readable {
 		t.Fatalf("GET stream %s: %d %+v %v", stream, resp.StatusCode, got.Damaged, err)
+	}
+}
+
+// A storage_failed answer never carries the server's path (issue 23): seglog's storage
+// and corruption errors are reduced to the operation and errno, or kind, segment and byte.
+func TestStorageFailedTextNamesNoPath(t *testing.T) {
+	path := "/srv/felix/data/streams/x/00000000000000000000.log"
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: append: %w", core.ErrStorageFailed, &seglog.StorageError{Op: "write", Path: path, Err: syscall.ENOSPC}),
+			"storage failed: write: no space left on device"},
+		{fmt.Errorf("%w: open: %w", core.ErrStorageFailed, &seglog.CorruptionError{Kind: seglog.CorruptRecordChecksum, Dir: path, Segment: 3, Position: 96}),
+			"storage failed: log damaged: RecordChecksum in segment 00000000000000000003.log at byte 96"},
+	} {
+		if got := storageFailedText(c.err); got != c.want || strings.Contains(got, path) {
+			t.Errorf("storageFailedText(%v) = %q, want %q", c.err, got, c.want)
+		}
 	}
 }
