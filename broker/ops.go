@@ -120,6 +120,9 @@ type describedStream struct {
 
 // streamDamage is Admin.Damage: the engine's damaged shards of one stream.
 func (s *Server) streamDamage(tenant, namespace, stream string) []ShardDamage {
+	if s.engine == nil { // not open yet
+		return nil
+	}
 	var out []ShardDamage
 	for _, d := range s.engine.Damaged() {
 		if d.Kind != core.ShardStream || d.Stream != streamName(tenant, namespace, stream) {
