@@ -130,20 +130,12 @@ func withoutFelixEnv(env []string) []string {
 // and returns their pids.
 func killLeft(t *testing.T, dir string) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
+	left, err := devcluster.ProcessesIn(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var left []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && cwd == dir {
-			left = append(left, pid)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+	for _, pid := range left {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	return left
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -126,32 +125,12 @@ func TestStartReportsAChildThatExits(t *testing.T) {
 			t.Errorf("%s's pid file is left: %v", n.Name, err)
 		}
 	}
-	if left := processesIn(t, l.Dir); len(left) != 0 {
-		t.Errorf("processes left in %s: %v", l.Dir, left)
+	if left, err := ProcessesIn(l.Dir); err != nil || len(left) != 0 {
+		t.Errorf("processes left in %s: %v %v", l.Dir, left, err)
 	}
 	if _, err := Start(ctx, cfg); err == nil || errors.Is(err, ErrBusy) {
 		t.Fatalf("second Start after a failure: %v; want the same StartError, not ErrBusy (the lock is released)", err)
 	}
-}
-
-// processesIn are the pids of processes whose working directory is dir.
-func processesIn(t *testing.T, dir string) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && cwd == dir {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 // TestLayout pins the port layout, the files and the CLI's environment.

@@ -106,6 +106,9 @@ func stopAndCheck(t *testing.T, c *Cluster, pids []int) {
 	if len(c.Running()) != 0 {
 		t.Errorf("running after Stop: %v", c.Running())
 	}
+	if left, err := ProcessesIn(c.Layout.Dir); err != nil || len(left) != 0 {
+		t.Errorf("processes left in %s after Stop: %v %v", c.Layout.Dir, left, err)
+	}
 }
 
 // createStream posts a stream with rf replicas and one shard to broker's admin API with

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -222,4 +224,26 @@ func post(ctx context.Context, hc *http.Client, url, token, body string) (int, e
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// ProcessesIn are the pids of the processes whose working directory is dir (Linux /proc):
+// a cluster's children run in its Layout.Dir, so after Stop (or a killed parent: their
+// parent-death signal is SIGKILL) none should be left. Unreadable entries are skipped;
+// the error is /proc's.
+func ProcessesIn(dir string) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && cwd == dir {
+			out = append(out, pid)
+		}
+	}
+	return out, nil
 }
