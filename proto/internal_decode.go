@@ -94,6 +94,8 @@ func decodeControlKind(kind Kind, corr uint64, c *cursor) (m InternalMessage, ok
 		h := &HelloOk{CorrelationID: corr}
 		h.NodeID, err = c.str16("node_id")
 		return h, true, err
+	case KindStorageHello, KindStorageHelloOk:
+		return decodeStorageHello(kind, corr, c)
 	case KindNotLeader:
 		nl := &InternalNotLeader{CorrelationID: corr}
 		return nl, true, decodeNotLeaderRest(c, nl)

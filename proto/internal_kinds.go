@@ -10,7 +10,8 @@ import (
 // Kind is the FLXI message discriminant (an enum, not flags). Numbers 10 and 16–24 are the
 // seed's (seeds/internal-protocol.txt); the rest were assigned once by this project
 // (spec/internal-protocol-kinds.md §2 PROPOSED column, plus 28 and 29 for §8.10, and 30 and 31
-// for the idempotent-producer window's log) and are
+// for the idempotent-producer window's log, 32 and 33 for the storage identity in the
+// handshake) and are
 // recorded in docs/internal-protocol.md. Existing kinds' body layouts are frozen.
 type Kind uint16
 
@@ -48,6 +49,8 @@ const (
 	KindForwardPublishDuplicate      Kind = 29 // ForwardPublishOk body; the batch was a duplicate
 	KindReplicateProducerRecords     Kind = 30 // ReplicateRecords body, Log = LogProducers
 	KindReplicateProducerBootstrap   Kind = 31 // ReplicateBootstrap body, Log = LogProducers
+	KindStorageHello                 Kind = 32 // Hello body + u8[16] storage_id (issue 20, gap 4: #1281)
+	KindStorageHelloOk               Kind = 33 // HelloOk body + u8[16] storage_id
 )
 
 var kindNames = [...]string{
@@ -58,7 +61,7 @@ var kindNames = [...]string{
 	"ReplicateDeadLetterBootstrap", "ReplicateCounterRecords", "ReplicateCounterBootstrap",
 	"AuthorizedForwardPublish", "AuthorizedForwardCacheOp", "ReplicateRebuild", "Fence", "FenceOk", "Error",
 	"IdempotentForwardPublish", "ForwardPublishDuplicate", "ReplicateProducerRecords",
-	"ReplicateProducerBootstrap",
+	"ReplicateProducerBootstrap", "StorageHello", "StorageHelloOk",
 }
 
 // String returns the kind's name, or "Kind(n)" for an unknown kind.

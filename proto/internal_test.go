@@ -48,6 +48,8 @@ func sampleInternal() map[Kind]InternalMessage {
 		&InternalError{CorrelationID: 127, Code: InternalProtocolVersion},
 		&ifp,
 		&ForwardPublishDuplicate{CorrelationID: 129, FirstOffset: 10, LastOffset: 11},
+		&StorageHello{CorrelationID: 130, NodeID: []byte("broker-1"), StorageID: [StorageIDSize]byte{1}},
+		&StorageHelloOk{CorrelationID: 131, NodeID: []byte("broker-2"), StorageID: [StorageIDSize]byte{2}},
 	}
 	for l := LogStream; l <= LogLast; l++ {
 		r := &ReplicateRecords{Log: l, CorrelationID: 200 + uint64(l), Shard: sh, Epoch: 4, FirstOffset: 50, Payloads: [][]byte{[]byte("x"), {}}}
