@@ -68,7 +68,10 @@ type controlPlane struct {
 
 // openControlPlane builds the cluster-mode state when FELIX_CONTROLPLANE_URL is set and
 // installs its placement (an empty table until the snapshot) before the engine opens, so
-// the first reconcile pass opens nothing the control plane did not assign here.
+// the first reconcile pass opens nothing the control plane did not assign here. It builds
+// the broker's forwarding too (FELIX_INTERNAL_BIND is required in cluster mode), over the
+// registered brokers: forwarded publishes and cache operations, not_leader redirects and
+// route_lookup then work as in a static cluster (docs/forwarding.md, "Cluster mode").
 func (s *Server) openControlPlane() error {
 	cfg := s.cfg.ControlPlane
 	if len(cfg.URLs) == 0 {
@@ -96,9 +99,24 @@ func (s *Server) openControlPlane() error {
 	cp.owners.Store(&Ownership{})
 	cp.registerMetrics()
 	s.cp = cp
+	if s.internal != nil { // Config.Validate requires it; an in-process test's bare Config may not
+		s.fwd = newForwarding(s) // forward.go: its nodes are the registered brokers (installNodes)
+	}
 	s.SetPlacement(cp.place, nil)
 	cp.held = cp.installHeld()
+	cp.installNodes()
 	return nil
+}
+
+// installNodes gives forwarding, route_lookup and the redirects the mirror's registered
+// brokers (node id, internal and client addresses).
+func (cp *controlPlane) installNodes() {
+	cp.mu.Lock()
+	nodes := cp.mirror.nodes()
+	cp.mu.Unlock()
+	if cp.s.fwd != nil {
+		cp.s.fwd.setNodes(nodes)
+	}
 }
 
 // registerMetrics adds felix_broker_fleet_feature_enabled{feature} (1 once the control
@@ -434,7 +452,8 @@ func (cp *controlPlane) applyPage(p metaclient.Page) {
 	cp.install(p.Last, dropped)
 }
 
-// install brings the catalog, the ownership table and the peer list to the mirror, then
+// install brings the catalog, the ownership table, the peer list and forwarding's nodes
+// to the mirror, then
 // moves the cursor to seq and wakes the waiters (waitCursor).
 func (cp *controlPlane) install(seq uint64, dropped []string) {
 	cp.mu.Lock()
@@ -443,6 +462,7 @@ func (cp *controlPlane) install(seq uint64, dropped []string) {
 	cp.mu.Unlock()
 	cp.syncCatalog(m, dropped)
 	cp.owners.Store(&owners)
+	cp.installNodes() // before the table: a shard's new leader is known when it is
 	cp.s.SetPlacement(cp.place, peers)
 	cp.mu.Lock()
 	m.seq = max(m.seq, seq)

@@ -2,14 +2,15 @@ package broker
 
 // The control plane's state as a broker in cluster mode holds it (controlplane.go): the
 // mirror of GET /v1/snapshot plus the feed rows applied since, and what follows from it:
-// the ownership table (the assignments), the peers' internal addresses (the registered
-// brokers), and the file catalog brought to it (syncCatalog). A broker never deletes data
+// the ownership table (the assignments), the peers' internal and client addresses (the
+// registered brokers: replication and forwarding), and the file catalog brought to it (syncCatalog). A broker never deletes data
 // because a name is absent: only a tombstone removes (meta.Removals' rule; issue 17 item 2).
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"felix/cluster/meta"
@@ -130,6 +131,17 @@ func (m *cpMirror) peers() map[string]string {
 	for id, b := range m.brokers {
 		out[id] = b.InternalAddr
 	}
+	return out
+}
+
+// nodes is every registered broker as forwarding names it (node id, internal and client
+// advertised addresses), in node id order.
+func (m *cpMirror) nodes() []StaticPeer {
+	out := make([]StaticPeer, 0, len(m.brokers))
+	for _, b := range m.brokers {
+		out = append(out, StaticPeer{NodeID: b.NodeID, InternalAddr: b.InternalAddr, ClientAddr: b.ClientAddr})
+	}
+	slices.SortFunc(out, func(a, b StaticPeer) int { return strings.Compare(a.NodeID, b.NodeID) })
 	return out
 }
 

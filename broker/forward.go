@@ -57,11 +57,15 @@ func (e *ForwardError) Error() string {
 	return fmt.Sprintf("forward to %s: %s (%v, last %v)", e.To, step, e.Reason, e.Last)
 }
 
-// forwarding is a static cluster's forwarding state, shared by every session of the Server.
+// forwarding is a cluster's forwarding state (a static cluster's, or cluster mode's),
+// shared by every session of the Server.
 type forwarding struct {
-	s       *Server
-	self    string
-	peers   []StaticPeer
+	s    *Server
+	self string
+	// nodes is the cluster's brokers (node id, internal and client addresses): a static
+	// cluster's FELIX_CLUSTER_PEERS, or in cluster mode the brokers registered with the
+	// control plane, replaced as its feed changes (setNodes).
+	nodes   atomic.Pointer[[]StaticPeer]
 	pool    *transport.Pool
 	opts    cforward.Options
 	timeout time.Duration
@@ -105,22 +109,32 @@ func (m forwardMetrics) served(v cforward.Verdict) {
 	m.set.GetOrCreateCounter(fmt.Sprintf(`felix_broker_forwards_served_total{verdict=%q}`, v)).Inc()
 }
 
-// newForwarding builds the static cluster's forwarding and registers the owner's
+// newForwarding builds the cluster's forwarding over FELIX_CLUSTER_PEERS (none in cluster
+// mode: the control plane's brokers arrive through setNodes) and registers the owner's
 // handlers on the internal Dispatcher (config validation guarantees the transport).
 func newForwarding(s *Server) *forwarding {
-	peers := slicesClone(s.cfg.ClusterPeers)
-	for i := range peers { // this node's entry in its own spelling: the reconciler compares exactly
-		if strings.EqualFold(peers[i].NodeID, s.cfg.NodeID) {
-			peers[i].NodeID = s.cfg.NodeID
-		}
-	}
-	f := &forwarding{s: s, self: s.cfg.NodeID, peers: peers, pool: s.internal.pub.Pool,
+	f := &forwarding{s: s, self: s.cfg.NodeID, pool: s.internal.pub.Pool,
 		timeout: defaultForwardTimeout, m: newForwardMetrics(s.metrics)}
+	f.setNodes(s.cfg.ClusterPeers)
 	f.register(s.internal.pub.Dispatcher)
 	return f
 }
 
-func slicesClone(p []StaticPeer) []StaticPeer { return append([]StaticPeer(nil), p...) }
+// setNodes replaces the cluster's brokers with nodes (copied; this node's entry takes its
+// own spelling of FELIX_NODE_ID: the reconciler compares exactly). Safe for concurrent use
+// with every lookup.
+func (f *forwarding) setNodes(nodes []StaticPeer) {
+	peers := append([]StaticPeer(nil), nodes...)
+	for i := range peers {
+		if strings.EqualFold(peers[i].NodeID, f.self) {
+			peers[i].NodeID = f.self
+		}
+	}
+	f.nodes.Store(&peers)
+}
+
+// peers is the cluster's brokers now (setNodes).
+func (f *forwarding) peers() []StaticPeer { return *f.nodes.Load() }
 
 // place fills the ownership table with StaticPlacement (the Reconciler's Place), unless a
 // test holds the table.
@@ -128,7 +142,7 @@ func (f *forwarding) place(v CatalogView) {
 	f.placeMu.Lock()
 	defer f.placeMu.Unlock()
 	if !f.hold {
-		f.s.owners.Replace(StaticPlacement(f.peers, v))
+		f.s.owners.Replace(StaticPlacement(f.peers(), v))
 	}
 }
 
@@ -141,10 +155,10 @@ func (f *forwarding) holdTable(owners Ownership) {
 	f.s.owners.Replace(owners)
 }
 
-// peer returns the static peer of node id (compared without case).
-func (f *forwarding) peer(id string) (StaticPeer, bool) { return findPeer(f.peers, id) }
+// peer returns the broker of node id (compared without case).
+func (f *forwarding) peer(id string) (StaticPeer, bool) { return findPeer(f.peers(), id) }
 
-// node is the cforward.Node of id: its id and client address ("" when not a peer).
+// node is the cforward.Node of id: its id and client address ("" when not a known broker).
 func (f *forwarding) node(id string) cforward.Node {
 	p, _ := f.peer(id)
 	return cforward.Node{ID: id, Addr: p.ClientAddr}
@@ -256,7 +270,7 @@ func (f *forwarding) attempt(ctx context.Context, msg proto.InternalMessage, act
 	peer, ok := f.peer(act.To)
 	if !ok {
 		return cforward.Event{Outcome: cforward.OutNotSent,
-			Err: fmt.Errorf("%w: %q is not in FELIX_CLUSTER_PEERS", transport.ErrInvalidNodeID, act.To)}
+			Err: fmt.Errorf("%w: %q is not a known broker (FELIX_CLUSTER_PEERS, or the control plane's brokers)", transport.ErrInvalidNodeID, act.To)}
 	}
 	sent, err := cforward.AsKind(msg, act.Kind, act.Generation)
 	if err != nil {

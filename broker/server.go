@@ -69,7 +69,7 @@ type Server struct {
 	stopReconciler func()
 	// repl is replication of the shards this node leads or follows (replicate.go).
 	repl replication
-	// fwd is the static cluster's forwarding (forward.go); nil on a single node.
+	// fwd is the cluster's forwarding (forward.go: a static cluster's, or cluster mode's); nil on a single node.
 	fwd *forwarding
 	// cp is cluster mode (FELIX_CONTROLPLANE_URL, controlplane.go); nil otherwise.
 	cp *controlPlane

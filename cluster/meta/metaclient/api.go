@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"felix/auth"
 	"felix/cluster/meta"
 )
 
@@ -125,4 +126,24 @@ func (c *Client) Forward(ctx context.Context, method, pathQuery string, body []b
 		return nil, fmt.Errorf("metaclient: forward path %q: want an absolute path", pathQuery)
 	}
 	return c.do(ctx, request{method: method, path: pathQuery, body: body})
+}
+
+// JWKS is GET /v1/tenants/{tenant}/.well-known/jwks.json: the tenant's verifying keys
+// (spec/auth.md §3.3 and §4 step 1; docs/controlplane.md, "Tenant keys and JWKS"), checked
+// by auth.ParseJWKS. Errors: *APIError 404 for a tenant the member does not hold (or a
+// member without tenant keys), auth.ErrInvalidJWKS for a document that does not parse,
+// ErrUnavailable when no member answered before ctx ended.
+func (c *Client) JWKS(ctx context.Context, tenant string) (auth.JWKS, error) {
+	resp, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/tenants/" + url.PathEscape(tenant) + "/.well-known/jwks.json"})
+	if err != nil {
+		return auth.JWKS{}, err
+	}
+	if resp.Status < 200 || resp.Status > 299 {
+		return auth.JWKS{}, answerError(resp)
+	}
+	doc, err := auth.ParseJWKS(resp.Body)
+	if err != nil {
+		return auth.JWKS{}, fmt.Errorf("metaclient: JWKS of tenant %s: %w", tenant, err)
+	}
+	return doc, nil
 }
