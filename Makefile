@@ -47,6 +47,15 @@ fuzz-ci:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1s -count=1 $(PKGS)
 
+## conformance: the client conformance suite (conformance/, issue 25) writing its results document, then the
+## verify step, which fails when a required scenario of conformance/scenarios.json has no passing result
+CONFORMANCE_RESULTS ?= $(CURDIR)/$(BIN)/conformance-results.json
+.PHONY: conformance
+conformance:
+	@mkdir -p $(dir $(CONFORMANCE_RESULTS))
+	$(GO) test -race -count=1 -timeout 10m ./conformance -args -results=$(CONFORMANCE_RESULTS)
+	$(GO) test -count=1 -v ./conformance -args -verify=$(CONFORMANCE_RESULTS)
+
 ## lint: gofmt, go vet and staticcheck (pinned through the module proxy)
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
