@@ -1,6 +1,6 @@
 package transport
 
-// One pooled connection: Hello at dial, streams with a reader each, waiters by correlation id.
+// One pooled connection: StorageHello (or Hello) at dial, streams with a reader each, waiters by correlation id.
 
 import (
 	"context"
@@ -25,8 +25,11 @@ type clientConn struct {
 	qc      *quic.Conn
 	m       *peerMetrics
 	streams []*clientStream
-	next    atomic.Uint32
-	corr    atomic.Uint64
+	// peerStorage is the storage identity the peer named in StorageHelloOk (zero: unknown),
+	// fixed for the connection's life.
+	peerStorage StorageID
+	next        atomic.Uint32
+	corr        atomic.Uint64
 
 	mu      sync.Mutex
 	waiters map[uint64]chan proto.InternalMessage
@@ -42,10 +45,22 @@ type clientStream struct {
 	wmu sync.Mutex
 }
 
-// dial connects to nodeID at addr, exchanges Hello/HelloOk on the first stream and starts
-// the stream readers. Errors: ErrUnreachable (nothing sent), ErrWrongPeer, ErrUnauthorized,
-// ErrProtocolVersion.
+// dial connects to nodeID at addr and opens the connection with StorageHello; a peer that
+// predates it (errOlderPeer) is dialled once more, on a new connection, with Hello, and its
+// identity stays unknown. Errors: ErrUnreachable (nothing sent), ErrWrongPeer,
+// ErrUnauthorized, ErrProtocolVersion.
 func (p *Pool) dial(nodeID, addr string, m *peerMetrics) (*clientConn, error) {
+	c, err := p.dialHello(nodeID, addr, m, false)
+	if errors.Is(err, errOlderPeer) {
+		p.opts.Logger.Debug("internal: peer predates StorageHello; dialling with Hello", "peer", nodeID, "addr", addr)
+		c, err = p.dialHello(nodeID, addr, m, true)
+	}
+	return c, err
+}
+
+// dialHello is one dial: QUIC, then StorageHello (Hello when legacy) on the first stream,
+// then the other streams and their readers.
+func (p *Pool) dialHello(nodeID, addr string, m *peerMetrics, legacy bool) (*clientConn, error) {
 	p.dials.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.HandshakeTimeout)
 	defer cancel()
@@ -63,7 +78,7 @@ func (p *Pool) dial(nodeID, addr string, m *peerMetrics) (*clientConn, error) {
 		return nil, fmt.Errorf("%w: %s at %s: %w", ErrUnreachable, nodeID, addr, err)
 	}
 	c := &clientConn{pool: p, peer: nodeID, qc: qc, m: m, waiters: map[uint64]chan proto.InternalMessage{}}
-	first, err := c.hello(ctx)
+	first, err := c.hello(ctx, legacy)
 	if err != nil {
 		_ = qc.CloseWithError(CodeNoError, "handshake failed")
 		return nil, err
@@ -83,34 +98,57 @@ func (p *Pool) dial(nodeID, addr string, m *peerMetrics) (*clientConn, error) {
 	return c, nil
 }
 
-// hello sends Hello on a new stream and checks the answer: HelloOk naming the dialled node
-// id, else the matching error.
-func (c *clientConn) hello(ctx context.Context) (*quic.Stream, error) {
+// helloFrame is the first frame of a connection: StorageHello with the local identity, or
+// Hello when legacy.
+func (c *clientConn) helloFrame(corr uint64, legacy bool) ([]byte, error) {
+	node := []byte(c.pool.creds.NodeID())
+	var m proto.InternalMessage = &proto.StorageHello{CorrelationID: corr, NodeID: node, StorageID: c.pool.creds.StorageID()}
+	if legacy {
+		m = &proto.Hello{CorrelationID: corr, NodeID: node}
+	}
+	return encode(nil, m, c.pool.opts.MaxFrameBytes)
+}
+
+// hello sends StorageHello (Hello when legacy) on a new stream and checks the answer:
+// StorageHelloOk (HelloOk) naming the dialled node id, whose storage identity the
+// connection keeps; UnsupportedKind, or a close with CodeMalformed, to StorageHello is
+// errOlderPeer; else the matching error.
+func (c *clientConn) hello(ctx context.Context, legacy bool) (*quic.Stream, error) {
 	s, err := c.qc.OpenStreamSync(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: open stream to %s: %v", ErrUnreachable, c.peer, err)
 	}
 	corr := c.corr.Add(1)
-	frame, err := encode(nil, &proto.Hello{CorrelationID: corr, NodeID: []byte(c.pool.creds.NodeID())}, c.pool.opts.MaxFrameBytes)
+	frame, err := c.helloFrame(corr, legacy)
 	if err != nil {
 		return nil, err
 	}
 	deadline, _ := ctx.Deadline()
 	_ = s.SetDeadline(deadline)
 	if _, err := s.Write(frame); err != nil {
-		return nil, c.lost(fmt.Errorf("write Hello: %w", err))
+		return nil, c.lost(fmt.Errorf("write Hello: %w", err), legacy)
 	}
 	m, _, _, _, err := readMessage(s, nil, c.pool.opts.MaxFrameBytes, c.peer)
 	if err != nil {
-		return nil, c.lost(fmt.Errorf("read HelloOk: %w", err))
+		return nil, c.lost(fmt.Errorf("read HelloOk: %w", err), legacy)
 	}
 	_ = s.SetDeadline(time.Time{})
 	switch m := m.(type) {
-	case *proto.HelloOk:
-		if m.CorrelationID != corr || !strings.EqualFold(string(m.NodeID), c.peer) {
-			return nil, fmt.Errorf("%w: dialled %s, HelloOk names %q", ErrWrongPeer, c.peer, m.NodeID)
+	case *proto.HelloOk: // to StorageHello too: a peer naming no identity, which stays unknown
+		if m.CorrelationID == corr && strings.EqualFold(string(m.NodeID), c.peer) {
+			return s, nil
 		}
-		return s, nil
+		return nil, fmt.Errorf("%w: dialled %s, HelloOk names %q", ErrWrongPeer, c.peer, m.NodeID)
+	case *proto.StorageHelloOk:
+		if !legacy && m.CorrelationID == corr && strings.EqualFold(string(m.NodeID), c.peer) {
+			c.peerStorage = StorageID(m.StorageID)
+			return s, nil
+		}
+		return nil, fmt.Errorf("%w: dialled %s, StorageHelloOk names %q", ErrWrongPeer, c.peer, m.NodeID)
+	case *proto.UnsupportedKind:
+		if !legacy && m.RefusedKind == proto.KindStorageHello {
+			return nil, fmt.Errorf("%w: %s refused StorageHello", errOlderPeer, c.peer)
+		}
 	case *proto.InternalError:
 		if m.Code == proto.InternalUnauthorized {
 			return nil, fmt.Errorf("%w: by %s", ErrUnauthorized, c.peer)
@@ -119,11 +157,17 @@ func (c *clientConn) hello(ctx context.Context) (*quic.Stream, error) {
 	return nil, fmt.Errorf("%w: %s answered Hello with %v", ErrUnreachable, c.peer, m.Kind())
 }
 
-// lost maps an I/O error of the handshake to the reason the peer gave in its close code.
-func (c *clientConn) lost(err error) error {
+// lost maps an I/O error of the handshake to the reason the peer gave in its close code; a
+// close with CodeMalformed in answer to StorageHello (not legacy) is how a listener from
+// before StorageHello refuses a first frame that is not Hello: errOlderPeer.
+func (c *clientConn) lost(err error, legacy bool) error {
 	var ae *quic.ApplicationError
 	if errors.As(err, &ae) && ae.Remote {
 		switch ae.ErrorCode {
+		case CodeMalformed:
+			if !legacy {
+				return fmt.Errorf("%w: %s closed the connection: %w", errOlderPeer, c.peer, err)
+			}
 		case CodeProtocolVersion:
 			return fmt.Errorf("%w: %s: %w", ErrProtocolVersion, c.peer, err)
 		case CodeUnauthorized:
@@ -290,20 +334,30 @@ func (c *clientConn) forget(corr uint64) {
 // ErrInvalidNodeID, an encoding error (wrapping proto.ErrFrameTooLarge over the bound), or
 // ctx's error.
 func (p *Pool) Request(ctx context.Context, to Peer, req proto.InternalMessage) (proto.InternalMessage, error) {
+	m, _, err := p.RequestWithStorageID(ctx, to, req)
+	return m, err
+}
+
+// RequestWithStorageID is Request, also returning the storage identity the peer named at the
+// handshake of the connection that carried the request and its answer (zero: unknown, the
+// peer predates StorageHello), never one learned later (Pending.PeerStorageID for Pipeline).
+// Errors are Request's; the identity is zero with an error.
+func (p *Pool) RequestWithStorageID(ctx context.Context, to Peer, req proto.InternalMessage) (proto.InternalMessage, StorageID, error) {
 	buf, frame, ps, err := p.admit(to, req)
 	if err != nil {
-		return nil, err
+		return nil, StorageID{}, err
 	}
 	defer ps.release()
 	c, err := ps.connection(ctx, to.Addr)
 	if err != nil {
-		return nil, err
+		return nil, StorageID{}, err
 	}
 	m, err := c.roundTrip(ctx, frame)
-	if err == nil {
-		putFrame(buf, frame) // after an error quic-go may still hold an unsent frame
+	if err != nil {
+		return nil, StorageID{}, err
 	}
-	return m, err
+	putFrame(buf, frame) // after an error quic-go may still hold an unsent frame
+	return m, c.peerStorage, nil
 }
 
 // admit is the start of every request, before anything is sent: encode req into a pooled

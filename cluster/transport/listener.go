@@ -1,6 +1,6 @@
 package transport
 
-// The internal listener: accept, Hello, then one serving goroutine per stream.
+// The internal listener: accept, Hello or StorageHello, then one serving goroutine per stream.
 
 import (
 	"context"
@@ -98,6 +98,10 @@ type Listener struct {
 	mu     sync.Mutex
 	conns  map[*quic.Conn]struct{}
 	closed bool
+
+	// olderHello and olderClose are test seams: a listener from before StorageHello, which
+	// answers it UnsupportedKind (olderHello), or only closes with CodeMalformed (both).
+	olderHello, olderClose bool
 }
 
 // Listen binds addr (UDP host:port; port 0 picks one) for the node creds names. Without
@@ -276,18 +280,16 @@ func (l *Listener) hello(ctx context.Context, qc *quic.Conn) (*quic.Stream, stri
 		return nil, "", err
 	}
 	_ = s.SetReadDeadline(time.Time{})
-	hello, ok := m.(*proto.Hello)
-	if !ok {
-		l.refuse(qc, refusedHello, CodeMalformed, "first frame is not Hello")
-		return nil, "", fmt.Errorf("transport: first frame is %v, not Hello", m.Kind())
-	}
-	claimed := string(hello.NodeID)
-	if err := l.checkPeer(qc, claimed); err != nil {
-		l.m.refused[refusedUnauthorized].Inc()
-		l.refuseHello(ctx, qc, s, hello.CorrelationID)
+	claimed, answer, err := l.helloAnswer(ctx, qc, s, m)
+	if err != nil {
 		return nil, "", err
 	}
-	frame, err := encode(nil, &proto.HelloOk{CorrelationID: hello.CorrelationID, NodeID: []byte(l.creds.NodeID())}, l.opts.MaxFrameBytes)
+	if err := l.checkPeer(qc, claimed); err != nil {
+		l.m.refused[refusedUnauthorized].Inc()
+		l.refuseHello(ctx, qc, s, m.Correlation())
+		return nil, "", err
+	}
+	frame, err := encode(nil, answer, l.opts.MaxFrameBytes)
 	if err == nil {
 		_, err = s.Write(frame)
 	}
@@ -297,6 +299,35 @@ func (l *Listener) hello(ctx context.Context, qc *quic.Conn) (*quic.Stream, stri
 	}
 	l.m.sent.Add(len(frame))
 	return s, strings.ToLower(claimed), nil
+}
+
+// helloAnswer is the node id a first frame claims and its answer: HelloOk to Hello (0),
+// StorageHelloOk with this broker's storage identity to StorageHello (32). Any other kind
+// closes the connection with CodeMalformed, an unknown one (a newer Hello) after answering
+// UnsupportedKind so its dialler can fall back (docs/internal-protocol.md, kinds 32/33).
+func (l *Listener) helloAnswer(ctx context.Context, qc *quic.Conn, s *quic.Stream, m proto.InternalMessage) (string, proto.InternalMessage, error) {
+	node := []byte(l.creds.NodeID())
+	switch h := m.(type) {
+	case *proto.Hello:
+		return string(h.NodeID), &proto.HelloOk{CorrelationID: h.CorrelationID, NodeID: node}, nil
+	case *proto.StorageHello:
+		if !l.olderHello {
+			return string(h.NodeID), &proto.StorageHelloOk{CorrelationID: h.CorrelationID, NodeID: node,
+				StorageID: l.creds.StorageID()}, nil
+		}
+		m = &proto.Unknown{RawKind: h.Kind(), CorrelationID: h.CorrelationID}
+	}
+	if u, unknown := m.(*proto.Unknown); unknown && !l.olderClose {
+		if frame, err := encode(nil, &proto.UnsupportedKind{CorrelationID: u.CorrelationID, RefusedKind: u.RawKind}, l.opts.MaxFrameBytes); err == nil {
+			_, _ = s.Write(frame)
+		}
+		_ = s.Close()
+		l.m.refused[refusedHello].Inc()
+		l.lingerClose(ctx, qc, CodeMalformed, "first frame is not Hello")
+	} else {
+		l.refuse(qc, refusedHello, CodeMalformed, "first frame is not Hello")
+	}
+	return "", nil, fmt.Errorf("transport: first frame is %v, not Hello", m.Kind())
 }
 
 // refuse counts a connection refused during Hello under reason and closes it with code.
@@ -324,6 +355,12 @@ func (l *Listener) refuseHello(ctx context.Context, qc *quic.Conn, s *quic.Strea
 		_, _ = s.Write(frame)
 	}
 	_ = s.Close()
+	l.lingerClose(ctx, qc, CodeUnauthorized, "node id does not match the certificate")
+}
+
+// lingerClose closes qc with code once the peer closed it or HandshakeTimeout passed, so an
+// answer just written is not cut off by the CONNECTION_CLOSE.
+func (l *Listener) lingerClose(ctx context.Context, qc *quic.Conn, code quic.ApplicationErrorCode, why string) {
 	t := time.NewTimer(l.opts.HandshakeTimeout)
 	defer t.Stop()
 	select {
@@ -331,7 +368,7 @@ func (l *Listener) refuseHello(ctx context.Context, qc *quic.Conn, s *quic.Strea
 	case <-ctx.Done():
 	case <-t.C:
 	}
-	_ = qc.CloseWithError(CodeUnauthorized, "node id does not match the certificate")
+	_ = qc.CloseWithError(code, why)
 }
 
 // serveStream reads requests until the stream ends. An unknown kind is answered

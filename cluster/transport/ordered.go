@@ -33,6 +33,7 @@ type Pending struct {
 	ps    *peerState  // its in-flight slot, released by complete
 	start time.Time   // write time, for the latency histogram
 	stop  func() bool // stops the timeout timer
+	peer  StorageID   // the carrying connection's peer identity (PeerStorageID)
 }
 
 // complete records the outcome, returns the in-flight slot (before Done: a caller seeing the
@@ -80,7 +81,7 @@ func (p *Pool) Pipeline(ctx context.Context, to Peer, key OrderKey, req proto.In
 		ps.release()
 		return nil, err
 	}
-	pend := &Pending{done: make(chan struct{}), ps: ps}
+	pend := &Pending{done: make(chan struct{}), ps: ps, peer: c.peerStorage}
 	if err := c.sendPending(st, frame, pend); err != nil {
 		return nil, err
 	}

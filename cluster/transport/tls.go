@@ -110,9 +110,10 @@ type Credentials struct {
 	log    *slog.Logger
 	roots  *x509.CertPool
 
-	mu       sync.Mutex
-	cert     *tls.Certificate
-	loadedAt time.Time
+	mu        sync.Mutex
+	cert      *tls.Certificate
+	loadedAt  time.Time
+	storageID StorageID // SetStorageID (storage.go)
 }
 
 // LoadCredentials loads the identity of nodeID (checked with ValidNodeID). now is the clock
