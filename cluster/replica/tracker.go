@@ -30,6 +30,7 @@ type TrackerConfig struct {
 type Tracker struct {
 	cfg   TrackerConfig
 	held  map[string]uint64
+	ids   map[string]string // storage identity each follower is counted under (tracker_identity.go)
 	mark  uint64
 	order []uint64 // scratch
 }

@@ -23,6 +23,13 @@ func TestTracker(t *testing.T) {
 				tr.LeaderDurable(a.u64("durable", 0))
 			case "ack":
 				tr.Acked(a.str("from", ""), a.u64("gen", 1), a.u64("offset", 0))
+			case "attribute":
+				reset := tr.Attribute(a.str("member", ""), a.str("id", ""))
+				held, _ := tr.Held(a.str("member", ""))
+				return fmt.Sprintf("mark=%d reset=%v held=%d\n", tr.Mark(), reset, held)
+			case "identity":
+				id, ok := tr.Identity(a.str("member", ""))
+				return fmt.Sprintf("identity=%q attributed=%v\n", id, ok)
 			case "mark-without":
 				return fmt.Sprintf("mark=%d without-%s=%d\n", tr.Mark(), a.str("member", ""), tr.MarkWithout(a.str("member", "")))
 			case "ack-mark":
