@@ -20,6 +20,9 @@ import (
 //	felix_stream_subscriber_lag_records{stream,shard} gauge: most records queued for one subscriber
 //	felix_stream_failed{stream,shard}              gauge: 1 once the shard's storage failed
 //	felix_stream_damaged{stream,shard}             gauge: 1 once damage was found in the shard's log (damage.go)
+//	felix_storage_recovery_truncated_bytes         counter: torn-tail bytes cut at open (runclean.go)
+//	felix_storage_recovery_truncated_records       counter: records those bytes held
+//	felix_storage_write_retries_total              counter: retries of shard logs whose writes failed (storage_retry.go)
 type coreMetrics struct {
 	drainBatch *metrics.Histogram
 	pinned     atomic.Bool
