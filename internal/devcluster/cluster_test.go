@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -168,5 +169,27 @@ func TestLayout(t *testing.T) {
 		if _, err := bad.Layout(); err == nil {
 			t.Errorf("Layout(%+v): no error", bad)
 		}
+	}
+}
+
+// TestStartRefusesAPortInUse: a port of the layout held by another process (here broker1's
+// client port, UDP) fails Start before any child starts, naming the port.
+func TestStartRefusesAPortInUse(t *testing.T) {
+	cfg := testConfig(t, 1, 1)
+	l, err := cfg.Layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", l.Brokers[0].Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	c, err := Start(context.Background(), cfg)
+	if !errors.Is(err, ErrPortInUse) || !strings.Contains(err.Error(), l.Brokers[0].Client) {
+		t.Fatalf("Start = %v, %v; want ErrPortInUse naming %s", c, err, l.Brokers[0].Client)
+	}
+	if _, err := os.Stat(l.ControlPlanes[0].LogPath); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a child was started: %v", err)
 	}
 }

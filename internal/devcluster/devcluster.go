@@ -84,16 +84,20 @@ type Exit struct {
 	Tail string
 }
 
+// ErrPortInUse is Start's error when a port of the layout cannot be bound: a child would
+// fail to bind it, and its /ready might be answered by whatever holds the port.
+var ErrPortInUse = errors.New("devcluster: a port of the layout is in use")
+
 // ErrBusy is Start's error when another `felix dev cluster` runs on the same data dir.
 var ErrBusy = errors.New("devcluster: another cluster runs on this data dir")
 
 // Start starts the members, waits until each answers /ready, makes sure the tenant and
-// namespace "default" exist, starts broker1, waits until it is ready (it writes the
-// signing keys and admin token every broker shares), then the other brokers, and waits
-// until all are ready, each bounded by Config.ReadyTimeout. A child that exits before it
+// namespace "default" exist, gives the brokers the control plane's signing key of tenant
+// default (shareTenantKeys), starts the brokers and waits until all are ready, bounded
+// by Config.ReadyTimeout. A child that exits before it
 // is ready, or is not ready in time, fails Start with an *StartError naming it with the
 // tail of its log; the children already started are stopped. Other errors: the layout's,
-// ErrBusy, a missing program, file errors.
+// ErrBusy, ErrPortInUse, a missing program, file errors.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	cfg = cfg.withDefaults()
 	l, err := cfg.Layout()
@@ -109,6 +113,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	c := &Cluster{Layout: l, cfg: cfg, exits: make(chan Exit, len(l.Nodes()))}
 	if c.lock, err = lockDir(l.Dir); err != nil {
 		return nil, err
+	}
+	if port, ok := busyPort(l.Ports()); !ok {
+		c.lock.Close()
+		return nil, fmt.Errorf("%w: 127.0.0.1:%d (another cluster on base port %d? choose another --base-port)", ErrPortInUse, port, cfg.BasePort)
 	}
 	if err := c.start(ctx, bins); err != nil {
 		_ = c.Stop()
@@ -129,13 +137,10 @@ func (c *Cluster) start(ctx context.Context, bins map[Kind]string) error {
 	if err := ensureDefaultCatalog(ctx, l, deadline); err != nil {
 		return err
 	}
-	if err := c.startAll(ctx, bins, l.Brokers[:1], deadline); err != nil {
+	if err := shareTenantKeys(ctx, l, deadline); err != nil {
 		return err
 	}
-	if err := shareSigningKeys(l); err != nil {
-		return err
-	}
-	return c.startAll(ctx, bins, l.Brokers[1:], deadline)
+	return c.startAll(ctx, bins, l.Brokers, deadline)
 }
 
 // startAll starts nodes and waits until each is ready.
@@ -221,14 +226,23 @@ func shareControlPlaneToken(l Layout) error {
 	return nil
 }
 
-// shareSigningKeys copies broker1's key store (auth/keys.json) to every broker that has
-// none, so a token broker1 issued (its admin.token) verifies on each of them.
-func shareSigningKeys(l Layout) error {
-	keys, err := os.ReadFile(auth.KeyStorePath(l.Brokers[0].Dir))
-	if err != nil {
-		return fmt.Errorf("devcluster: broker1's signing keys: %w", err)
+// shareTenantKeys gives every broker that has no key store (auth/keys.json) a copy of
+// cp1's, which holds tenant default's signing key derived from the group's
+// tenant-key-secret (asked for through GET /v1/tenants/default/jwks, retried until the
+// deadline while cp1 has not applied the tenant yet). A broker in cluster mode verifies
+// its clients' tokens with the control plane's JWKS and its admin API's with its own key
+// store; with the same key in both, the admin.token each broker writes serves the CLI for
+// both, on every broker.
+func shareTenantKeys(ctx context.Context, l Layout, deadline time.Time) error {
+	cp := l.ControlPlanes[0]
+	if err := getUntil(ctx, cp.AdminURL()+"/v1/tenants/default/jwks", deadline); err != nil {
+		return fmt.Errorf("devcluster: tenant default's keys on %s: %w", cp.Name, err)
 	}
-	for _, n := range l.Brokers[1:] {
+	keys, err := os.ReadFile(auth.KeyStorePath(cp.Dir))
+	if err != nil {
+		return fmt.Errorf("devcluster: %s's tenant keys: %w", cp.Name, err)
+	}
+	for _, n := range l.Brokers {
 		if err := writeIfMissing(auth.KeyStorePath(n.Dir), keys); err != nil {
 			return err
 		}

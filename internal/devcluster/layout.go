@@ -13,9 +13,11 @@
 //	                                internal transport B+110+i-1 (UDP)
 //
 // Files under the directory D: D/cpN/ (member N's data dir; its admin-token and
-// tenant-key-secret, the same in every member), D/cpN.log, D/brokerN/ (broker N's data dir; admin.token is the CLI's admin
-// token of tenant default, valid on every broker: they share broker1's signing keys),
-// D/brokerN.log, D/brokerN.pid and D/cpN.pid while it runs.
+// tenant-key-secret, the same in every member), D/cpN.log, D/brokerN/ (broker N's data
+// dir; its admin.token is the CLI's token of tenant default, valid on every broker and
+// for its clients: each broker's key store is a copy of cp1's, which holds tenant
+// default's key derived from the tenant-key-secret), D/brokerN.log, and D/brokerN.pid,
+// D/cpN.pid while it runs.
 package devcluster
 
 import (

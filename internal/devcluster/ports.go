@@ -23,15 +23,16 @@ func FreeBasePort(c Config) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if portsFree(l.Ports()) {
+		if _, ok := busyPort(l.Ports()); ok {
 			return c.BasePort, nil
 		}
 	}
 	return 0, errors.New("devcluster: no free base port found in 50 tries")
 }
 
-// portsFree reports whether every port can be bound with each of its protocols.
-func portsFree(ports map[int][]string) bool {
+// busyPort reports whether every port can be bound with each of its protocols (ok), else
+// the first one found that cannot.
+func busyPort(ports map[int][]string) (port int, ok bool) {
 	var closers []func() error
 	defer func() {
 		for _, c := range closers {
@@ -45,17 +46,17 @@ func portsFree(ports map[int][]string) bool {
 			case "udp":
 				pc, err := net.ListenPacket("udp", addr)
 				if err != nil {
-					return false
+					return port, false
 				}
 				closers = append(closers, pc.Close)
 			default: // "tcp"
 				ln, err := net.Listen("tcp", addr)
 				if err != nil {
-					return false
+					return port, false
 				}
 				closers = append(closers, ln.Close)
 			}
 		}
 	}
-	return true
+	return 0, true
 }

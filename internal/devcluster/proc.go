@@ -211,6 +211,19 @@ func ensureDefaultCatalog(ctx context.Context, l Layout, deadline time.Time) err
 	return nil
 }
 
+// getUntil polls GET url every 100 ms until it answers 200, ctx ends or the deadline
+// passes (the last failure).
+func getUntil(ctx context.Context, url string, deadline time.Time) error {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	for {
+		err := probe(ctx, hc, url)
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func post(ctx context.Context, hc *http.Client, url, token, body string) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
