@@ -19,7 +19,7 @@ func init() {
 }
 
 func cacheByteExact(t *testing.T, e *env) {
-	b := e.shared()
+	b := e.shared(t)
 	b.createCache("bytes")
 	c, ctx := b.dial(), stepCtx(t)
 	for i, v := range oddPayloads() {
@@ -35,7 +35,7 @@ func cacheByteExact(t *testing.T, e *env) {
 }
 
 func cacheMissAbsent(t *testing.T, e *env) {
-	b := e.shared()
+	b := e.shared(t)
 	b.createCache("miss")
 	c, ctx := b.dial(), stepCtx(t)
 	v, found, err := c.Get(ctx, "miss", "never-written")
@@ -45,7 +45,7 @@ func cacheMissAbsent(t *testing.T, e *env) {
 }
 
 func cacheDeleteReturnsRemoved(t *testing.T, e *env) {
-	b := e.shared()
+	b := e.shared(t)
 	b.createCache("del")
 	c, ctx := b.dial(), stepCtx(t)
 	if err := c.Put(ctx, "del", "k", []byte("v1"), 0); err != nil {
@@ -66,7 +66,7 @@ func cacheDeleteReturnsRemoved(t *testing.T, e *env) {
 }
 
 func cacheTTLExpires(t *testing.T, e *env) {
-	b := e.shared()
+	b := e.shared(t)
 	b.createCache("ttl")
 	c, ctx := b.dial(), stepCtx(t)
 	if err := c.Put(ctx, "ttl", "stays", []byte("s"), 0); err != nil {
@@ -96,7 +96,7 @@ func cacheTTLExpires(t *testing.T, e *env) {
 }
 
 func counterAddReturnsSum(t *testing.T, e *env) {
-	b := e.shared()
+	b := e.shared(t)
 	b.createCache("sums")
 	c, ctx := b.dial(), stepCtx(t)
 	want := int64(0)
@@ -110,7 +110,7 @@ func counterAddReturnsSum(t *testing.T, e *env) {
 }
 
 func counterAbsentNotZero(t *testing.T, e *env) {
-	b := e.shared()
+	b := e.shared(t)
 	b.createCache("presence")
 	c, ctx := b.dial(), stepCtx(t)
 	if v, found, err := c.CounterGet(ctx, "presence", "never"); err != nil || found || v != 0 {

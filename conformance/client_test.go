@@ -80,7 +80,7 @@ func definite(t *testing.T, what string, err error, target error) {
 }
 
 func retryDefiniteNotTransport(t *testing.T, e *env) {
-	b := e.shared()
+	b := e.shared(t)
 	c, ctx := b.dial(), stepCtx(t)
 	p, err := c.NewPublisher("no-such-stream", client.PublisherOptions{})
 	if err != nil {
@@ -186,7 +186,7 @@ func ackPerMessageWaits(t *testing.T, _ *env) {
 }
 
 func errorsTyped(t *testing.T, e *env) {
-	b := e.shared()
+	b := e.shared(t)
 	c, ctx := b.dial(), stepCtx(t)
 	_, err := c.Subscribe(ctx, "no-such-stream", client.Latest, client.SubscribeOptions{})
 	definite(t, "subscribe to an unknown stream", err, client.ErrNotFound)
@@ -205,7 +205,7 @@ func errorsTyped(t *testing.T, e *env) {
 }
 
 func lifecycleConcurrentCallers(t *testing.T, e *env) {
-	b := e.shared()
+	b := e.shared(t)
 	b.createCache("shared")
 	b.createStream(client.StreamInfo{Name: "shared", Durable: true})
 	c, ctx := b.dial(), stepCtx(t)
@@ -266,7 +266,7 @@ func concurrentWorker(ctx context.Context, c *client.Client, p *client.Publisher
 }
 
 func lifecycleCloseTwice(t *testing.T, e *env) {
-	b := e.shared()
+	b := e.shared(t)
 	b.createStream(client.StreamInfo{Name: "closing"})
 	c, ctx := b.dial(), stepCtx(t)
 	sub := subscribe(t, c, "closing", client.Latest)
@@ -289,7 +289,7 @@ func lifecycleCloseTwice(t *testing.T, e *env) {
 }
 
 func lifecycleBrokerEndsSubscription(t *testing.T, e *env) {
-	b := e.shared()
+	b := e.shared(t)
 	b.createStream(client.StreamInfo{Name: "ending", Durable: true})
 	c, ctx := b.dial(), stepCtx(t)
 	sub := subscribe(t, c, "ending", client.Latest)

@@ -222,12 +222,26 @@ func (b *broker) kill() {
 	}
 }
 
-// signal sends sig (SIGSTOP, SIGCONT) to the running process.
+// signal sends sig (SIGSTOP, SIGCONT) to the running process and, since delivery is
+// asynchronous, waits (at most 10 s) until the kernel shows it stopped or running again:
+// a publish sent right after a SIGSTOP could otherwise still be answered.
 func (b *broker) signal(sig syscall.Signal) {
 	b.t.Helper()
 	if err := b.cmd.Process.Signal(sig); err != nil {
 		b.t.Fatalf("signal %v: %v", sig, err)
 	}
+	want := sig == syscall.SIGSTOP
+	waitFor(b.t, 10*time.Second, fmt.Sprintf("broker %s after %v", b.quic, sig), func() bool { return b.stopped() == want })
+}
+
+// stopped reports whether the process is in the stopped state ('T' in /proc/PID/stat).
+func (b *broker) stopped() bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", b.cmd.Process.Pid))
+	if err != nil {
+		b.t.Fatalf("broker state: %v", err)
+	}
+	i := bytes.LastIndexByte(data, ')') // the command name may hold spaces; the state follows it
+	return i >= 0 && i+2 < len(data) && data[i+2] == 'T'
 }
 
 // dial connects a client pinned to the broker's certificate with the admin token.

@@ -83,7 +83,7 @@ func subscribe(t *testing.T, c *client.Client, stream string, start client.Start
 }
 
 func pubsubByteExact(t *testing.T, e *env) {
-	b := e.shared()
+	b := e.shared(t)
 	for _, durable := range []bool{false, true} {
 		name := fmt.Sprintf("bytes-%v", durable)
 		b.createStream(client.StreamInfo{Name: name, Durable: durable})
@@ -102,7 +102,7 @@ func pubsubByteExact(t *testing.T, e *env) {
 func trunc(b []byte) []byte { return b[:min(len(b), 32)] }
 
 func pubsubShardOrder(t *testing.T, e *env) {
-	b := e.shared()
+	b := e.shared(t)
 	b.createStream(client.StreamInfo{Name: "order", Shards: 1})
 	c := b.dial()
 	sub := subscribe(t, c, "order", client.Latest)
@@ -119,7 +119,7 @@ func pubsubShardOrder(t *testing.T, e *env) {
 }
 
 func pubsubOffsetsContiguous(t *testing.T, e *env) {
-	b := e.shared()
+	b := e.shared(t)
 	b.createStream(client.StreamInfo{Name: "offsets", Durable: true})
 	c := b.dial()
 	sub := subscribe(t, c, "offsets", client.Earliest)
@@ -141,7 +141,7 @@ func pubsubOffsetsContiguous(t *testing.T, e *env) {
 }
 
 func pubsubResumeAtOffset(t *testing.T, e *env) {
-	b := e.shared()
+	b := e.shared(t)
 	b.createStream(client.StreamInfo{Name: "resume", Durable: true})
 	c := b.dial()
 	payloads := make([][]byte, 50)
