@@ -57,6 +57,7 @@ type controlPlane struct {
 	owners atomic.Pointer[Ownership]
 	cursor atomic.Uint64
 
+	keys    *cpKeys         // the tenants' JWKS (controlplane_jwks.go); nil with FELIX_AUTH=off
 	held    bool            // started from the state held in the data dir (controlplane_held.go)
 	absent  map[string]bool // held names absent from the control plane, logged (follow's goroutine)
 	away    atomic.Bool     // the last request found no member (logged once per outage)
@@ -102,6 +103,7 @@ func (s *Server) openControlPlane() error {
 	if s.internal != nil { // Config.Validate requires it; an in-process test's bare Config may not
 		s.fwd = newForwarding(s) // forward.go: its nodes are the registered brokers (installNodes)
 	}
+	cp.openClientAuth() // controlplane_jwks.go: client tokens verify with the control plane's JWKS
 	s.SetPlacement(cp.place, nil)
 	cp.held = cp.installHeld()
 	cp.installNodes()

@@ -54,7 +54,7 @@ func (f *forwarding) decide(req proto.InternalMessage, kind core.ShardKind) (cfo
 	}
 	ref := core.ShardRef{Kind: kind, Name: core.StreamName{Tenant: string(r.Shard.Tenant), Namespace: string(r.Shard.Namespace),
 		Stream: string(r.Shard.Name)}, Shard: int(r.Shard.Shard)}
-	d := cforward.Decide(f.view(ref), r, cforward.AuthCheck(f.s.authRes.Verifier, r.Shard))
+	d := cforward.Decide(f.view(ref), r, cforward.AuthCheck(f.s.clientVerifier(), r.Shard))
 	f.m.served(d.Verdict)
 	return r, ref, d
 }

@@ -17,7 +17,7 @@ func (s *session) handleAuth(a *proto.Auth) {
 		s.sendError(proto.CodeUnauthorized, "auth already established", nil)
 		return
 	}
-	p, err := auth.Authenticate(s.h.s.authRes.Verifier, a.TenantID, a.Token)
+	p, err := auth.Authenticate(s.h.s.clientVerifier(), a.TenantID, a.Token)
 	if err != nil {
 		s.h.s.m.authFailures.Inc()
 		if s.uni {

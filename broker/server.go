@@ -73,6 +73,9 @@ type Server struct {
 	fwd *forwarding
 	// cp is cluster mode (FELIX_CONTROLPLANE_URL, controlplane.go); nil otherwise.
 	cp *controlPlane
+	// clientAuth verifies client tokens in cluster mode with auth on (controlplane_jwks.go:
+	// the control plane's JWKS); nil: authRes.Verifier (clientVerifier).
+	clientAuth auth.Verifier
 }
 
 // ReadyInfo is the JSON written to FELIX_READY_FILE once the broker is ready (tests, the
