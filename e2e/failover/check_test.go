@@ -1,0 +1,80 @@
+package failover
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"felix/client"
+)
+
+// check waits until the followers are durable at the final leader's commit, then reads
+// the leader's log of shard 0 from its start through a subscription: every acknowledged
+// payload is there exactly once, and no payload is there twice (an idempotent producer's
+// re-send is never a second record).
+func (f *fixture) check(ctx context.Context, p *producers) {
+	f.t.Helper()
+	a, ok := f.assignment(ctx)
+	if !ok {
+		f.t.Fatal("no assignment for shard 0")
+	}
+	f.waitRoles(ctx, a)
+	f.waitDurable(ctx, a)
+	lead, ok := f.open(ctx, f.broker(a.Leader))
+	if !ok || lead.Committed == 0 {
+		f.t.Fatalf("the final leader %s: %+v", a.Leader, lead)
+	}
+	seen := f.readLog(ctx, a.Leader, lead.Committed)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var missing []string
+	for payload := range p.acked {
+		if seen[payload] != 1 {
+			missing = append(missing, fmt.Sprintf("%s×%d", payload, seen[payload]))
+		}
+	}
+	for payload, n := range seen {
+		if n > 1 {
+			missing = append(missing, fmt.Sprintf("%s×%d (duplicate)", payload, n))
+		}
+	}
+	if len(missing) > 0 {
+		f.t.Fatalf("the final leader %s's log (%d records) lacks or repeats %d acknowledged payloads: %v",
+			a.Leader, lead.Committed, len(missing), missing[:min(len(missing), 20)])
+	}
+	f.t.Logf("final leader %s at generation %d: %d records, every one of %d acknowledged payloads once; followers %v durable at %d",
+		a.Leader, a.Generation, lead.Committed, len(p.acked), a.Followers, lead.Committed)
+}
+
+// readLog subscribes to shard 0 on broker id from the earliest record and counts each
+// payload until the record before committed (≤ 60 s).
+func (f *fixture) readLog(ctx context.Context, id string, committed uint64) map[string]int {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cl, err := client.Dial(ctx, f.broker(id).addr, client.WithFingerprint(f.cert.Fingerprint), client.WithTenant(tenant),
+		client.WithNamespace(namespace), client.WithDialTimeout(5*time.Second))
+	if err != nil {
+		f.t.Fatalf("dial %s: %v", id, err)
+	}
+	defer cl.Close()
+	sub, err := cl.Subscribe(ctx, streamName, client.Earliest, client.SubscribeOptions{})
+	if err != nil {
+		f.t.Fatalf("subscribe on %s: %v", id, err)
+	}
+	defer sub.Close()
+	seen := map[string]int{}
+	for {
+		rec, err := sub.Next(ctx)
+		if err != nil {
+			f.t.Fatalf("read %s's log: %v (after %d payloads)", id, err, len(seen))
+		}
+		if !rec.HasOffset {
+			f.t.Fatalf("record without an offset from %s", id)
+		}
+		seen[string(rec.Payload)]++
+		if rec.Offset+1 >= committed {
+			return seen
+		}
+	}
+}

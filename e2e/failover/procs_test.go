@@ -1,0 +1,242 @@
+// Package failover is failover through the control plane with real processes (issue 20
+// item 1; docs/failover.md, "Wiring"): one felix-controlplane member and three
+// felix-broker processes in cluster mode, an RF3 Quorum stream, idempotent producers
+// through the SDK with WithFailover, and the broker leading shard 0 SIGKILLed and
+// replaced, a few times. FELIX_FAILOVER_KILLS sets the number of kills (3 by default;
+// `make soak-failover` runs 20).
+package failover
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"felix/cluster/meta"
+	"felix/testbed/scenario"
+	"felix/testbed/supervisor"
+)
+
+// bins are felix-broker and felix-controlplane, built once by TestMain.
+var bins struct{ broker, controlPlane string }
+
+// TestMain builds ./cmd/felix-broker and ./cmd/felix-controlplane once into a temp dir.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "felix-e2e-failover-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	root, err := scenario.ModuleRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/felix-broker", "./cmd/felix-controlplane")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		_ = os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	bins.broker, bins.controlPlane = filepath.Join(dir, "felix-broker"), filepath.Join(dir, "felix-controlplane")
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Failure detection as the test runs it: brokers heartbeat every 250 ms, the control
+// plane calls one suspect after 750 ms and down after 1500 ms (placement's defaults).
+const (
+	heartbeatMS   = "250"
+	suspectMS     = "750"
+	downMS        = "1500"
+	tenant        = "t1"
+	namespace     = "n1"
+	streamName    = "orders"
+	readyTimeout  = time.Minute
+	requestBudget = 10 * time.Second
+	shardKey      = "stream/" + tenant + "/" + namespace + "/" + streamName + "/0"
+)
+
+// fixture is one control-plane member and three brokers, supervised (killed at cleanup;
+// their last log lines printed when the test failed).
+type fixture struct {
+	t         *testing.T
+	sup       *supervisor.Supervisor
+	root      string
+	cpURL     string
+	tokenFile string
+	cert      scenario.Cert
+	brokers   []*brokerProc
+}
+
+// brokerProc is one felix-broker in cluster mode: client QUIC and ops/admin HTTP on the
+// same port number, the internal transport on another; proc is its current run.
+type brokerProc struct {
+	id, addr, internal string
+	proc               *supervisor.Process
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	p, err := scenario.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "127.0.0.1:" + strconv.Itoa(p)
+}
+
+// start starts the control plane and three brokers and waits for each to be ready.
+func start(ctx context.Context, t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{t: t, sup: supervisor.NewForTest(t), root: t.TempDir()}
+	var err error
+	if f.cert, err = scenario.WriteCert(f.root); err != nil {
+		t.Fatal(err)
+	}
+	rest, raftAddr, metrics := freeAddr(t), freeAddr(t), freeAddr(t)
+	data := filepath.Join(f.root, "cp")
+	spec := supervisor.Spec{Name: "controlplane", Path: bins.controlPlane, Dir: f.root,
+		Env: []string{"FELIX_CONTROLPLANE_NODE_ID=cp1", "FELIX_CONTROLPLANE_BIND=" + rest,
+			"FELIX_CONTROLPLANE_RAFT_BIND=" + raftAddr, "FELIX_CONTROLPLANE_METRICS_BIND=" + metrics,
+			"FELIX_CONTROLPLANE_DATA_DIR=" + data, "FELIX_CONTROLPLANE_PEERS=",
+			"FELIX_CONTROLPLANE_SUSPECT_AFTER_MS=" + suspectMS, "FELIX_CONTROLPLANE_DOWN_AFTER_MS=" + downMS},
+		Ready: supervisor.Ready{URL: "http://" + metrics + "/ready", Timeout: 30 * time.Second}}
+	if _, err := f.sup.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	f.cpURL, f.tokenFile = "http://"+rest, filepath.Join(data, "admin-token")
+	for i := range 3 {
+		f.startBroker(ctx, i)
+	}
+	return f
+}
+
+// startBroker starts broker i in cluster mode and waits for its ready file.
+func (f *fixture) startBroker(ctx context.Context, i int) {
+	f.t.Helper()
+	b := &brokerProc{id: fmt.Sprintf("node-%d.felix", i), addr: freeAddr(f.t), internal: freeAddr(f.t)}
+	dir := filepath.Join(f.root, strconv.Itoa(i))
+	readyFile := filepath.Join(dir, "ready.json")
+	spec := supervisor.Spec{Name: fmt.Sprintf("broker-%d", i), Path: bins.broker, Dir: f.root,
+		Env: []string{"FELIX_QUIC_BIND=" + b.addr, "FELIX_BROKER_METRICS_BIND=" + b.addr, "FELIX_INTERNAL_BIND=" + b.internal,
+			"FELIX_NODE_ID=" + b.id, "FELIX_CONTROLPLANE_URL=" + f.cpURL,
+			"FELIX_CONTROLPLANE_ADMIN_TOKEN_FILE=" + f.tokenFile,
+			"FELIX_CONTROLPLANE_HEARTBEAT_INTERVAL_MS=" + heartbeatMS, "FELIX_CONTROLPLANE_SYNC_INTERVAL_MS=200",
+			"FELIX_DURABLE_STORAGE_DIR=" + filepath.Join(dir, "data"),
+			"FELIX_READY_FILE=" + readyFile, "FELIX_TLS_CERT=" + f.cert.CertFile, "FELIX_TLS_KEY=" + f.cert.KeyFile,
+			"FELIX_AUTH=off", "FELIX_CORE_SHARDS=1", "FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS=5000", "FELIX_CLUSTER_PEERS=",
+			"FELIX_AUTH_TOKEN=", "FELIX_AUTH_TENANT="},
+		Ready: supervisor.Ready{File: readyFile, Timeout: readyTimeout}}
+	var err error
+	if b.proc, err = f.sup.Start(ctx, spec); err != nil {
+		f.t.Fatal(err)
+	}
+	f.brokers = append(f.brokers, b)
+}
+
+// broker returns the broker with node id id.
+func (f *fixture) broker(id string) *brokerProc {
+	for _, b := range f.brokers {
+		if b.id == id {
+			return b
+		}
+	}
+	f.t.Fatalf("no broker %s", id)
+	return nil
+}
+
+// call sends a JSON request and decodes a JSON answer into out (when not nil); it returns
+// the status and the raw answer; a transport error is status 0.
+func call(ctx context.Context, method, url string, body, out any) (int, string) {
+	var rd io.Reader
+	if body != nil {
+		data, _ := json.Marshal(body)
+		rd = bytes.NewReader(data)
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestBudget)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, err.Error()
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return 0, fmt.Sprintf("answer %s: %v", data, err)
+		}
+	}
+	return resp.StatusCode, string(data)
+}
+
+// assignment is the control plane's assignment of shard 0 of the stream.
+func (f *fixture) assignment(ctx context.Context) (meta.Assignment, bool) {
+	var snap struct {
+		Assignments []meta.Assignment `json:"assignments"`
+	}
+	if code, _ := call(ctx, "GET", f.cpURL+"/v1/snapshot", nil, &snap); code != http.StatusOK {
+		return meta.Assignment{}, false
+	}
+	for _, a := range snap.Assignments {
+		if a.Kind == "stream" && a.Name == streamName && a.Shard == 0 {
+			return a, true
+		}
+	}
+	return meta.Assignment{}, false
+}
+
+// openShard is a broker's view of shard 0 from GET /cluster/ownership: its role and
+// generation there, committed and durable offsets.
+type openShard struct {
+	Shard      string `json:"shard"`
+	Role       string `json:"role"`
+	Generation uint64 `json:"generation"`
+	Committed  uint64 `json:"committed"`
+	Durable    uint64 `json:"durable_offset"`
+}
+
+// open is broker b's view of shard 0 of the stream (ok=false when it does not answer or
+// does not hold it).
+func (f *fixture) open(ctx context.Context, b *brokerProc) (openShard, bool) {
+	var v struct {
+		Open []openShard `json:"open"`
+	}
+	if code, _ := call(ctx, "GET", "http://"+b.addr+"/cluster/ownership", nil, &v); code != http.StatusOK {
+		return openShard{}, false
+	}
+	for _, o := range v.Open {
+		if o.Shard == shardKey {
+			return o, true
+		}
+	}
+	return openShard{}, false
+}
+
+// waitFor polls cond every 10 ms until it holds or d passed (then the test fails naming
+// what).
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %v", what, d)
+		}
+		<-tick.C
+	}
+}
