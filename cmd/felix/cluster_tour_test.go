@@ -76,6 +76,9 @@ func TestReadmeClusterTour(t *testing.T) {
 			t.Errorf("tour output lacks %q:\n%s", want, got)
 		}
 	}
+	if n := strings.Count(got, "first order\n"); n != 2 { // sub --count 1 through broker3, then --count 2
+		t.Errorf("the first order printed %d times, want 2 (once by each sub):\n%s", n, got)
+	}
 	if logs, _ := os.ReadFile(filepath.Join(dir, "cluster.log")); !bytes.Contains(logs, []byte("felix dev cluster: stopped")) ||
 		!bytes.Contains(logs, []byte("broker3 exited (signal: killed)")) {
 		t.Errorf("cluster.log lacks broker3's exit or the clean stop:\n%s", logs)

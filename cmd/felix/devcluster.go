@@ -57,7 +57,7 @@ func (a *app) devClusterCommand() *cobra.Command {
 	f.StringVar(&cfg.DataDir, "data-dir", a.env(devcluster.DefaultDataDir, "FELIX_DEV_CLUSTER_DATA_DIR"),
 		"directory of every data dir, log and pid file (FELIX_DEV_CLUSTER_DATA_DIR)")
 	f.StringVar(&cfg.BinDir, "bin-dir", "", "directory of felix-controlplane and felix-broker (default: this felix's directory, then PATH)")
-	f.BoolVar(&printEnv, "print-env", false, "print the export lines of FELIX_SERVER, FELIX_ADMIN_URL, FELIX_CONTROLPLANE_URL, FELIX_TOKEN_FILE for eval, and exit")
+	f.BoolVar(&printEnv, "print-env", false, "print the export lines of FELIX_SERVER, FELIX_ADMIN_URL, FELIX_CONTROLPLANE_URL, FELIX_TOKEN_FILE, FELIX_REPLICATION_FACTOR, FELIX_DEV_BROKER1.. for eval, and exit")
 	return cmd
 }
 

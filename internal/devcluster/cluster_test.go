@@ -41,9 +41,10 @@ func TestOneAndOneResumes(t *testing.T) {
 }
 
 // TestThreeAndThree starts three members and three brokers, creates a replication-factor-3
-// stream through broker3, publishes and reads back through the shard's leader (another
-// broker: placement gives the first stream's shard to broker1), waits until both followers
-// report the records durable, and stops everything with SIGTERM, leaving no process.
+// stream through broker3, publishes through a broker that does not lead the shard (it
+// forwards to the leader) and reads back through the other one (it redirects the
+// subscription), waits until every replica holds the records durable, and stops
+// everything with SIGTERM, leaving no process.
 func TestThreeAndThree(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -51,16 +52,17 @@ func TestThreeAndThree(t *testing.T) {
 	l := c.Layout
 	createStream(ctx, t, l, l.Brokers[2], "orders", 3)
 	leader := leaderOf(ctx, t, l, "orders")
-	if leader.Name == l.Brokers[2].Name {
-		t.Fatalf("the shard's leader is the broker the stream was created through (%s): the test wants another", leader.Name)
-	}
-	waitDurable(ctx, t, leader, "stream/default/default/orders/0", 0) // open: the broker answers the create before
-	publish(ctx, t, dial(ctx, t, l, leader), "orders", "a", "b", "c")
-	readBack(ctx, t, dial(ctx, t, l, leader), "orders", "a", "b", "c")
+	var others []Node
 	for _, b := range l.Brokers {
 		if b.Name != leader.Name {
-			waitDurable(ctx, t, b, "stream/default/default/orders/0", 3)
+			others = append(others, b)
 		}
+	}
+	waitDurable(ctx, t, leader, "stream/default/default/orders/0", 0) // open: the broker answers the create before
+	publish(ctx, t, dial(ctx, t, l, others[0]), "orders", "a", "b", "c")
+	readBack(ctx, t, dial(ctx, t, l, others[1]), "orders", "a", "b", "c")
+	for _, b := range l.Brokers {
+		waitDurable(ctx, t, b, "stream/default/default/orders/0", 3)
 	}
 	stopAndCheck(t, c, pids)
 }
@@ -154,7 +156,7 @@ func TestLayout(t *testing.T) {
 	env := l.ShellEnv()
 	for _, want := range []string{"export FELIX_SERVER='127.0.0.1:30100,127.0.0.1:30101'\n",
 		"export FELIX_CONTROLPLANE_URL='http://127.0.0.1:30000,http://127.0.0.1:30001,http://127.0.0.1:30002'\n",
-		"export FELIX_TOKEN_FILE='/x/c/broker1/admin.token'\n"} {
+		"export FELIX_TOKEN_FILE='/x/c/broker1/admin.token'\n", "export FELIX_DEV_BROKER2='127.0.0.1:30101'\n"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("ShellEnv lacks %q:\n%s", want, env)
 		}

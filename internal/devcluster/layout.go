@@ -210,16 +210,21 @@ func (c Config) Layout() (Layout, error) {
 // ShellEnv is the CLI's environment for this cluster as `export` lines (what
 // `felix dev cluster --print-env` prints, for eval): FELIX_SERVER and FELIX_ADMIN_URL list
 // every broker, FELIX_CONTROLPLANE_URL every member, FELIX_TOKEN_FILE the brokers' admin
-// token, FELIX_REPLICATION_FACTOR the default of `felix cluster stream create`.
+// token, FELIX_REPLICATION_FACTOR the default of `felix cluster stream create`, and
+// FELIX_DEV_BROKER1.. each broker's client address (for --server).
 func (l Layout) ShellEnv() string {
 	var b strings.Builder
-	for _, kv := range [][2]string{
+	vars := [][2]string{
 		{"FELIX_SERVER", strings.Join(l.Servers(), ",")},
 		{"FELIX_ADMIN_URL", strings.Join(l.AdminURLs(), ",")},
 		{"FELIX_CONTROLPLANE_URL", strings.Join(l.ControlPlaneURLs(), ",")},
 		{"FELIX_TOKEN_FILE", l.AdminTokenFile()},
 		{"FELIX_REPLICATION_FACTOR", strconv.Itoa(l.ReplicationFactor)},
-	} {
+	}
+	for i, n := range l.Brokers {
+		vars = append(vars, [2]string{"FELIX_DEV_BROKER" + strconv.Itoa(i+1), n.Client})
+	}
+	for _, kv := range vars {
 		fmt.Fprintf(&b, "export %s=%s\n", kv[0], shellQuote(kv[1]))
 	}
 	return b.String()
