@@ -17,23 +17,14 @@ import (
 
 func init() {
 	register("reconnect.resume-next-offset", reconnectResumeNextOffset)
-	register("reconnect.outlive-broker", needsCluster("reconnect.outlive-broker"))
 	register("retry.definite-not-transport", retryDefiniteNotTransport)
 	register("retry.no-resend-by-default", retryNoResendByDefault)
-	register("retry.transport-other-broker", needsCluster("retry.transport-other-broker"))
 	register("ack.none-no-roundtrip", ackNoneNoRoundTrip)
 	register("ack.per-message-waits", ackPerMessageWaits)
 	register("errors.typed", errorsTyped)
 	register("lifecycle.concurrent-callers", lifecycleConcurrentCallers)
 	register("lifecycle.close-twice", lifecycleCloseTwice)
 	register("lifecycle.broker-ends-subscription", lifecycleBrokerEndsSubscription)
-}
-
-// needsCluster is an optional cluster scenario this single-node suite does not run yet.
-func needsCluster(id string) func(t *testing.T, e *env) {
-	return func(t *testing.T, _ *env) {
-		skipScenario(t, id, "cluster scenario: not run by the single-node suite (optional; needs three brokers)")
-	}
 }
 
 // restart SIGKILLs the broker and starts it again on the same ports, data and certificate.

@@ -145,21 +145,25 @@ func (b *lockedBuffer) String() string {
 // printed when the test failed.
 func startBroker(t testing.TB, env ...string) *broker {
 	t.Helper()
-	if brokerBuildErr != nil {
-		t.Fatalf("the broker binary does not build: %v", brokerBuildErr)
-	}
 	dir := t.TempDir()
 	cert, err := scenario.WriteCert(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	qp, err1 := scenario.FreePort()
-	hp, err2 := scenario.FreePort()
-	if err1 != nil || err2 != nil {
-		t.Fatal(err1, err2)
+	b := newBroker(t, dir, cert, env...)
+	b.start()
+	return b
+}
+
+// newBroker prepares (does not start) a broker on free ports with its data under dir,
+// serving cert, with extra FELIX_* settings; it is killed at cleanup.
+func newBroker(t testing.TB, dir string, cert scenario.Cert, env ...string) *broker {
+	t.Helper()
+	if brokerBuildErr != nil {
+		t.Fatalf("the broker binary does not build: %v", brokerBuildErr)
 	}
 	b := &broker{t: t, dataDir: filepath.Join(dir, "data"), fp: cert.Fingerprint, logs: &lockedBuffer{},
-		quic: "127.0.0.1:" + strconv.Itoa(qp), http: "127.0.0.1:" + strconv.Itoa(hp)}
+		quic: freeAddr(t), http: freeAddr(t)}
 	b.env = append([]string{"FELIX_QUIC_BIND=" + b.quic, "FELIX_BROKER_METRICS_BIND=" + b.http,
 		"FELIX_DURABLE_STORAGE_DIR=" + b.dataDir, "FELIX_CORE_SHARDS=1", "FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS=5000",
 		"FELIX_AUTH_TOKEN=", "FELIX_AUTH_TENANT=", "FELIX_TLS_CERT=" + cert.CertFile, "FELIX_TLS_KEY=" + cert.KeyFile}, env...)
@@ -169,8 +173,18 @@ func startBroker(t testing.TB, env ...string) *broker {
 			t.Logf("broker %s logs:\n%s", b.quic, b.logs.String())
 		}
 	})
-	b.start()
 	return b
+}
+
+// freeAddr is a 127.0.0.1 address whose port was free for UDP and TCP a moment ago, below
+// the ephemeral range (scenario.FreePort), so a restart on it does not race ":0" sockets.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	p, err := scenario.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "127.0.0.1:" + strconv.Itoa(p)
 }
 
 // start runs the process and waits (at most 60 s) for its ready file.

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -35,16 +34,6 @@ func register(id string, fn func(t *testing.T, e *env)) {
 	scenarios[id] = fn
 }
 
-// skips holds the reason a scenario skipped itself (skipScenario), for its result detail.
-var skips sync.Map
-
-// skipScenario skips the running scenario and records why.
-func skipScenario(t *testing.T, id, reason string) {
-	t.Helper()
-	skips.Store(id, reason)
-	t.Skip(reason)
-}
-
 // TestConformance runs every catalogue scenario as the subtest named by its id and
 // records pass, fail or skip for the results document.
 func TestConformance(t *testing.T) {
@@ -60,25 +49,27 @@ func TestConformance(t *testing.T) {
 			t.Errorf("%s: no test", s.ID)
 			continue
 		}
-		ran := false // a subtest -run filtered out reports ok without running: no result then
+		ran, status := false, Pass // a subtest -run filtered out reports ok without running: no result then
 		ok := t.Run(s.ID, func(t *testing.T) {
 			ran = true
 			defer func() {
 				switch {
 				case t.Skipped():
-					reason, _ := skips.Load(s.ID)
-					detail, _ := reason.(string)
-					recorded.set(s.ID, Result{Status: Skip, Detail: detail})
+					status = Skip
 				case t.Failed():
-					recorded.set(s.ID, Result{Status: Fail, Detail: "see go test -run 'TestConformance/" + s.ID + "$' ./conformance"})
+					status = Fail
 				}
 			}()
 			fn(t, e)
 		})
-		if ok && ran {
-			if _, skipped := skips.Load(s.ID); !skipped {
-				recorded.set(s.ID, Result{Status: Pass, Detail: s.Title})
-			}
+		switch {
+		case !ran:
+		case status == Skip:
+			recorded.set(s.ID, Result{Status: Skip, Detail: "skipped: see the test log"})
+		case status == Fail || !ok:
+			recorded.set(s.ID, Result{Status: Fail, Detail: "see go test -run 'TestConformance/" + s.ID + "$' ./conformance"})
+		default:
+			recorded.set(s.ID, Result{Status: Pass, Detail: s.Title})
 		}
 	}
 }
