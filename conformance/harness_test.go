@@ -120,24 +120,16 @@ type broker struct {
 	token   string
 	cmd     *exec.Cmd
 	exited  chan struct{}
-	logs    *lockedBuffer
+	logPath string // stdout and stderr of every start, appended
 }
 
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+// logs returns what the broker wrote so far (for failure output).
+func (b *broker) logs() string {
+	data, err := os.ReadFile(b.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	return string(data)
 }
 
 // startBroker runs a single-node broker with extra FELIX_* settings on fixed free ports
@@ -162,7 +154,10 @@ func newBroker(t testing.TB, dir string, cert scenario.Cert, env ...string) *bro
 	if brokerBuildErr != nil {
 		t.Fatalf("the broker binary does not build: %v", brokerBuildErr)
 	}
-	b := &broker{t: t, dataDir: filepath.Join(dir, "data"), fp: cert.Fingerprint, logs: &lockedBuffer{},
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b := &broker{t: t, dataDir: filepath.Join(dir, "data"), fp: cert.Fingerprint, logPath: filepath.Join(dir, "broker.log"),
 		quic: freeAddr(t), http: freeAddr(t)}
 	b.env = append([]string{"FELIX_QUIC_BIND=" + b.quic, "FELIX_BROKER_METRICS_BIND=" + b.http,
 		"FELIX_DURABLE_STORAGE_DIR=" + b.dataDir, "FELIX_CORE_SHARDS=1", "FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS=5000",
@@ -170,7 +165,7 @@ func newBroker(t testing.TB, dir string, cert scenario.Cert, env ...string) *bro
 	t.Cleanup(func() {
 		b.kill()
 		if t.Failed() {
-			t.Logf("broker %s logs:\n%s", b.quic, b.logs.String())
+			t.Logf("broker %s logs:\n%s", b.quic, b.logs())
 		}
 	})
 	return b
@@ -193,7 +188,12 @@ func (b *broker) start() {
 	ready := filepath.Join(b.t.TempDir(), "ready.json")
 	b.cmd = exec.Command(brokerBin)
 	b.cmd.Env = append(append(os.Environ(), b.env...), "FELIX_READY_FILE="+ready)
-	b.cmd.Stdout, b.cmd.Stderr = b.logs, b.logs
+	logf, err := os.OpenFile(b.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer logf.Close() // the child holds its own descriptor
+	b.cmd.Stdout, b.cmd.Stderr = logf, logf
 	b.exited = make(chan struct{})
 	if err := b.cmd.Start(); err != nil {
 		b.t.Fatal(err)
@@ -209,11 +209,11 @@ func (b *broker) start() {
 		}
 		select {
 		case <-b.exited:
-			b.t.Fatalf("broker exited before ready:\n%s", b.logs.String())
+			b.t.Fatalf("broker exited before ready:\n%s", b.logs())
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			b.t.Fatalf("broker not ready after 60 s:\n%s", b.logs.String())
+			b.t.Fatalf("broker not ready after 60 s:\n%s", b.logs())
 		}
 	}
 	tok, err := os.ReadFile(filepath.Join(b.dataDir, "admin.token"))
@@ -265,7 +265,7 @@ func (b *broker) dial(opts ...client.Option) *client.Client {
 	defer cancel()
 	c, err := client.Dial(ctx, b.quic, append([]client.Option{client.WithFingerprint(b.fp), client.WithToken(b.token)}, opts...)...)
 	if err != nil {
-		b.t.Fatalf("Dial: %v\n%s", err, b.logs.String())
+		b.t.Fatalf("Dial: %v\n%s", err, b.logs())
 	}
 	b.t.Cleanup(func() { c.Close() })
 	return c
