@@ -59,6 +59,7 @@ func (in *Internal) Addr() net.Addr { return in.addr }
 // internalTransport is the Server's running state of Internal.
 type internalTransport struct {
 	pub      Internal
+	creds    *transport.Credentials // its storage identity is set at serveInternal
 	listener *transport.Listener
 	cancel   context.CancelFunc // ends Serve's context (the handlers')
 	served   chan struct{}      // closed when Serve returned; nil before Run
@@ -121,7 +122,7 @@ func (s *Server) openInternal() error {
 		return fmt.Errorf("broker: internal transport pool: %w", err)
 	}
 	advertised := advertisedAddr(cfg.InternalAdvertisedAddr, cfg.InternalBind, l.Addr().(*net.UDPAddr).Port)
-	s.internal = &internalTransport{listener: l, pub: Internal{NodeID: cfg.NodeID, AdvertisedAddr: advertised,
+	s.internal = &internalTransport{creds: creds, listener: l, pub: Internal{NodeID: cfg.NodeID, AdvertisedAddr: advertised,
 		ClientAdvertisedAddr: cfg.AdvertisedAddr, Mutual: creds.Mutual(), Dispatcher: transport.NewDispatcher(),
 		Pool: pool, addr: l.Addr()}}
 	s.log.Info("internal transport listening", "addr", l.Addr().String(), "node_id", cfg.NodeID,
@@ -147,11 +148,15 @@ func (s *Server) sharedPortError(port int) error {
 }
 
 // serveInternal starts serving the internal listener with the Dispatcher (Run, before ready).
+// First it gives the transport this broker's storage identity (seglog.BeginRun ran after the
+// bind), which every handshake from here on carries (StorageHello/StorageHelloOk, issue 20
+// gap 4): a leader attributes this broker's acknowledgements to it.
 func (s *Server) serveInternal() {
 	in := s.internal
 	if in == nil {
 		return
 	}
+	in.creds.SetStorageID(transport.StorageID(s.storageID))
 	ctx, cancel := context.WithCancel(context.Background())
 	in.cancel, in.served = cancel, make(chan struct{})
 	go func() {

@@ -36,11 +36,14 @@ type replication struct {
 	// holds (detachReopened).
 	seamVersion atomic.Uint64
 
-	kick    atomic.Pointer[chan struct{}] // a reconcile pass ran: re-plan the shippers (nil before the start)
-	alone   atomic.Bool                   // no internal listener: only detachAlone runs after a pass
-	stop    context.CancelFunc
-	stopped chan struct{}
-	exited  sync.WaitGroup // waits for halted shippers to end (stopReplication)
+	kick atomic.Pointer[chan struct{}] // a reconcile pass ran: re-plan the shippers (nil before the start)
+	// holdShip, in tests, holds the record batches to a follower from an offset while it
+	// returns true (replicate_identity.go, shipHeld).
+	holdShip atomic.Pointer[func(follower string, from uint64) bool]
+	alone    atomic.Bool // no internal listener: only detachAlone runs after a pass
+	stop     context.CancelFunc
+	stopped  chan struct{}
+	exited   sync.WaitGroup // waits for halted shippers to end (stopReplication)
 
 	mu       sync.Mutex
 	leaders  map[core.LogAddr]*leaderShard // running shippers, by shard log

@@ -150,6 +150,11 @@ type follower struct {
 	wake  chan struct{} // the leader's log became durable past what was shipped
 	// waiting is the offset a WhenDurable wake-up is registered for (0: none).
 	waiting uint64
+	// storage is the storage identity this follower's acknowledgements are counted under:
+	// the one its connection named at the handshake when it answered the fence
+	// (replicate_identity.go); refence is set when an answer came under another one.
+	storage transport.StorageID
+	refence bool
 }
 
 // ship runs one follower's shipping until ctx ends or the follower fences this leader.
@@ -161,16 +166,29 @@ func (l *leaderShard) ship(ctx context.Context, node string) {
 		s.log.Warn("replication: no internal address for a follower (SetPlacement peers or FELIX_CLUSTER_PEERS); retrying",
 			"shard", l.ref.String(), "follower", node)
 	}
-	start, ok := f.fence(ctx)
-	if !ok {
-		return
-	}
-	f.sh = replica.NewShipper(replica.ShipperConfig{Generation: l.gen, Window: replicaWindow, Timeout: replicaTimeout}, start)
 	for ctx.Err() == nil {
+		start, ok := f.fence(ctx)
+		if !ok {
+			return
+		}
+		f.sh = replica.NewShipper(replica.ShipperConfig{Generation: l.gen, Window: replicaWindow, Timeout: replicaTimeout}, start)
+		f.queue, f.refence = nil, false
+		f.stats.lastAcks, f.stats.lastResends, f.stats.lastGaps, f.stats.lastC, f.stats.lastHalts = 0, 0, 0, 0, 0
+		if !f.shipping(ctx) {
+			return
+		}
+	}
+}
+
+// shipping runs the shipper until ctx ends or the follower fences this leader (false), or
+// an answer came under another storage identity (true: fence it again and start over).
+func (f *follower) shipping(ctx context.Context) bool {
+	l, s, node := f.l, f.l.srv, f.node
+	for ctx.Err() == nil && !f.refence {
 		st, err := s.engine.ReplicaState(l.addr)
 		if err != nil || st.Role != core.RoleLeader || st.Generation != l.gen {
 			if !sleepCtx(ctx, replicaRetry) {
-				return
+				return false
 			}
 			continue
 		}
@@ -179,10 +197,11 @@ func (l *leaderShard) ship(ctx context.Context, node string) {
 		f.observe(st)
 		if state, _ := f.sh.State(); state == replica.Fenced {
 			s.log.Warn("replication: fenced by a follower: this leader stops shipping to it", "shard", l.ref.String(), "follower", node)
-			return
+			return false
 		}
 		f.await(ctx, st, wakeAt)
 	}
+	return f.refence && ctx.Err() == nil
 }
 
 // fence sends Fence until the follower answers FenceOk and returns where shipping starts:
@@ -190,10 +209,11 @@ func (l *leaderShard) ship(ctx context.Context, node string) {
 func (f *follower) fence(ctx context.Context) (uint64, bool) {
 	l := f.l
 	for ctx.Err() == nil {
-		ans, err := f.request(ctx, &proto.Fence{Shard: wireRef(l.ref), Log: l.addr.Log, Generation: l.gen})
+		ans, id, err := f.request(ctx, &proto.Fence{Shard: wireRef(l.ref), Log: l.addr.Log, Generation: l.gen})
 		if err == nil {
 			switch a := ans.(type) {
 			case *proto.FenceOk:
+				f.attribute(id)
 				// One record below the tail this generation inherited, or lower (as the
 				// simulation's leader): there is always a batch to compare and acknowledge,
 				// also for a follower that holds all of it already.
@@ -214,17 +234,19 @@ func (f *follower) fence(ctx context.Context) (uint64, bool) {
 	return 0, false
 }
 
-// request sends msg on the follower's ordered stream and waits for its answer.
-func (f *follower) request(ctx context.Context, msg proto.InternalMessage) (proto.InternalMessage, error) {
+// request sends msg on the follower's ordered stream and waits for its answer; id is the
+// storage identity of the connection that carried it (transport.Pending.PeerStorageID).
+func (f *follower) request(ctx context.Context, msg proto.InternalMessage) (proto.InternalMessage, transport.StorageID, error) {
 	peer, ok := f.l.srv.peerAddr(f.node)
 	if !ok {
-		return nil, errNoPeerAddr
+		return nil, transport.StorageID{}, errNoPeerAddr
 	}
 	p, err := f.l.srv.Internal().Pool.Pipeline(ctx, transport.Peer{NodeID: f.node, Addr: peer}, f.orderKey(), msg)
 	if err != nil {
-		return nil, err
+		return nil, transport.StorageID{}, err
 	}
-	return p.Wait(ctx)
+	ans, err := p.Wait(ctx)
+	return ans, p.PeerStorageID(), err
 }
 
 var errNoPeerAddr = errors.New("broker: no internal address for the follower")
@@ -262,6 +284,9 @@ func (f *follower) send(ctx context.Context, st core.ReplicaState) time.Time {
 			}
 			return time.Time{}
 		case replica.SendRecords:
+			if l.srv.repl.shipHeld(f.node, next.From) {
+				return now.Add(replicaRetry)
+			}
 			var payloads [][]byte
 			payloads, end, bytes = f.readBatch(next)
 			if len(payloads) == 0 {
@@ -349,6 +374,8 @@ func (f *follower) answer(ctx context.Context, st core.ReplicaState) {
 	ans, err := q.pending.Wait(ctx)
 	if err != nil {
 		ans = &proto.ReplicateError{Code: proto.InternalUnavailable}
+	} else if f.otherIdentity(q.pending.PeerStorageID()) {
+		return // not counted: the follower is fenced again (shipping returns)
 	}
 	acked := f.sh.Answer(time.Now().UnixNano(), q.corr, ans)
 	if _, has := f.sh.Acked(); has {
@@ -418,7 +445,7 @@ func (f *follower) await(ctx context.Context, st core.ReplicaState, wakeAt time.
 		f.waiting = 0
 	case <-timer.C:
 	}
-	for len(f.queue) > 0 && isDone(f.queue[0].pending) {
+	for len(f.queue) > 0 && isDone(f.queue[0].pending) && !f.refence {
 		f.answer(ctx, st)
 	}
 }

@@ -8,6 +8,7 @@ package broker
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -323,8 +324,10 @@ func TestReplicationQuorumAcksAndCatchUp(t *testing.T) {
 }
 
 // A follower given a batch past its tail answers LogGap with its tail as
-// expected_offset; the leader, whose next batch lies past a wiped follower's tail, resumes
-// from there and the follower ends identical.
+// expected_offset. The leader, whose next batch lies past a wiped follower's tail, gets
+// that answer on a new connection under the follower's new storage identity: it fences the
+// follower again under it (issue 20 gap 4, replicate_identity.go) instead of resuming from
+// the gap, and the follower ends identical.
 func TestReplicationLogGapResumes(t *testing.T) {
 	c := newReplCluster(t, nil)
 	for k := range 3 {
@@ -357,8 +360,10 @@ func TestReplicationLogGapResumes(t *testing.T) {
 	c.place(2)
 	c.acked(c.publish("g3"), "publish after n3 was wiped")
 	c.identical(2)
-	waitUntil(t, 20*time.Second, "the leader's gap count for n3", func() bool {
-		return metricValue(c.brokers[0].metricsText(t), "felix_replication_gaps_total", replNodes[2]) > 0
+	fresh := hex.EncodeToString(c.brokers[2].srv.storageID[:])
+	waitUntil(t, 20*time.Second, "the leader counting n3 under its new storage identity", func() bool {
+		_, id, _ := c.leaderHeld(replNodes[2])
+		return id == fresh
 	})
 	if h := halted(t, c.brokers[0]); len(h) != 0 {
 		t.Fatalf("halted replicas: %+v", h)
