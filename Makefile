@@ -91,6 +91,13 @@ SOAK_CP_KILLS ?= 100
 soak-controlplane:
 	FELIX_CP_KILLS=$(SOAK_CP_KILLS) $(GO) test -count=1 -timeout 60m -v ./e2e/controlplane/
 
+## soak-failover: the control plane's failover of a SIGKILLed shard leader for longer (SOAK_FAILOVER_KILLS kills,
+## idempotent and plain producers; docs/bench/failover.md)
+SOAK_FAILOVER_KILLS ?= 20
+.PHONY: soak-failover
+soak-failover:
+	FELIX_FAILOVER_KILLS=$(SOAK_FAILOVER_KILLS) $(GO) test -count=1 -timeout 30m -v ./e2e/failover/
+
 ## bench-compare: Felix beside NATS JetStream and Redis on this machine (the harness builds the peers
 ## from bench/peers and installs redis-server itself when root); writes docs/bench/harness.md, its
 ## charts under docs/bench/img/ and JSON lines in docs/bench/harness.jsonl (docs/benchmarks-harness.md)

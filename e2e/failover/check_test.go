@@ -30,7 +30,8 @@ func (f *fixture) check(ctx context.Context, p *producers) {
 	var missing []string
 	for payload := range p.acked {
 		if seen[payload] != 1 {
-			missing = append(missing, fmt.Sprintf("%s×%d", payload, seen[payload]))
+			missing = append(missing, fmt.Sprintf("%s×%d (began %s, acked %s)", payload, seen[payload],
+				p.began[payload].Format("15:04:05.000"), p.acked[payload].Format("15:04:05.000")))
 		}
 	}
 	for payload, n := range seen {

@@ -306,8 +306,9 @@ func (f *fixture) killLeader(ctx context.Context, k int, p *producers) time.Dura
 		return ok
 	})
 	took := first.Sub(t0)
-	f.t.Logf("kill %d: %s SIGKILLed at generation %d; %s promoted at %d after %v; first ack after %v",
-		k, a.Leader, a.Generation, b.Leader, b.Generation, promoted.Round(time.Millisecond), took.Round(time.Millisecond))
+	f.t.Logf("kill %d: %s SIGKILLed at %s at generation %d; %s promoted at %d after %v; first ack after %v",
+		k, a.Leader, t0.Format("15:04:05.000"), a.Generation, b.Leader, b.Generation, promoted.Round(time.Millisecond),
+		took.Round(time.Millisecond))
 	np, err := victim.proc.Restart(ctx, nil)
 	if err != nil {
 		f.t.Fatal(err)
