@@ -69,6 +69,8 @@ type fixture struct {
 	tokenFile string
 	cert      scenario.Cert
 	brokers   []*brokerProc
+	// env is added to every broker's settings after the defaults (the last of a key wins).
+	env []string
 }
 
 // brokerProc is one felix-broker in cluster mode: client QUIC and ops/admin HTTP on the
@@ -127,6 +129,7 @@ func (f *fixture) spawnBroker(ctx context.Context, i int, ready bool) *brokerPro
 			"FELIX_READY_FILE=" + readyFile, "FELIX_TLS_CERT=" + f.cert.CertFile, "FELIX_TLS_KEY=" + f.cert.KeyFile,
 			"FELIX_AUTH=off", "FELIX_CORE_SHARDS=1", "FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS=5000", "FELIX_CLUSTER_PEERS=",
 			"FELIX_AUTH_TOKEN=", "FELIX_AUTH_TENANT="}}
+	spec.Env = append(spec.Env, f.env...)
 	if ready {
 		spec.Ready = supervisor.Ready{File: readyFile, Timeout: scenario.BrokerReadyWait}
 	}
