@@ -2,7 +2,9 @@ package broker
 
 // Forwarding wired into the broker (issue 19 items 1–3; seeds/internal-protocol.txt,
 // "Forwarded publish" through "Chains are refused, not relayed"; docs/forwarding.md,
-// "Wiring"). With FELIX_CLUSTER_PEERS (static_cluster.go) the Server holds a forwarding:
+// "Wiring" and "Cluster mode"). With FELIX_CLUSTER_PEERS (static_cluster.go), or in
+// cluster mode (controlplane.go: its nodes are the registered brokers), the Server holds a
+// forwarding:
 // the ingress side (forward_ingress.go) looks every routed request up in the ownership
 // table and serves it locally, forwards it to the leader with cluster/forward's Machine
 // over Server.Internal().Pool, or redirects a subscriber; the owner side
@@ -314,9 +316,9 @@ func isForwardError(err error) (*ForwardError, bool) {
 }
 
 // aheadAssignment is how a create opens its shards ahead of the catalog
-// (Reconciler.OpenAhead): a single node leads them all; a static cluster opens none ahead
-// (Assignment{} names no node) and leaves them to the pass the catalog change triggers,
-// which opens exactly the shards StaticPlacement gives this node.
+// (Reconciler.OpenAhead): a single node leads them all; a cluster (static, or cluster
+// mode) opens none ahead (Assignment{} names no node) and leaves them to the pass the
+// catalog change triggers, which opens exactly the shards its table gives this node.
 func (s *Server) aheadAssignment() Assignment {
 	if s.fwd != nil {
 		return Assignment{}

@@ -10,9 +10,10 @@ import (
 // which broker leads each shard of a stream, so a client can publish to the owners
 // directly. Permission: stream.publish or stream.subscribe on the stream (either
 // suffices; the answer only names brokers). The stream's shard count comes from the
-// catalog (not_found when the stream does not exist). Each shard's entry: with a static
-// cluster, the ownership table's leader, its client address from the peer list and the
-// entry's generation; a shard with no entry or no leader known gets an empty owner (the
+// catalog (not_found when the stream does not exist). Each shard's entry: in a static
+// cluster or in cluster mode, the ownership table's leader, its client address from the
+// node list (FELIX_CLUSTER_PEERS, or the brokers registered with the control plane) and
+// the entry's generation; a shard with no entry or no leader known gets an empty owner (the
 // client publishes through this broker, which forwards). On a single node every shard is
 // led by this broker: owner {FELIX_NODE_ID, ""} at generation 0, "" meaning the broker
 // the lookup was sent to. The answer is route {request_id, shards, routing} in shard
