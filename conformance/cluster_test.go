@@ -7,6 +7,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"os"
@@ -23,6 +24,7 @@ import (
 func init() {
 	register("reconnect.outlive-broker", reconnectOutliveBroker)
 	register("retry.transport-other-broker", retryTransportOtherBroker)
+	register("reconnect.follow-redirect", reconnectFollowRedirect)
 }
 
 // startCluster starts n brokers node-0.felix … of one static cluster.
@@ -71,24 +73,47 @@ func copyAuth(t *testing.T, from, to string) {
 	}
 }
 
-// cacheLedBy returns a one-shard cache name whose shard the static placement gives to node
-// i of n (broker/static_cluster.go placeShards: fnv32a of tenant/namespace/name mod n),
-// created on every broker.
-func cacheLedBy(t *testing.T, nodes []*broker, i int) string {
+// ledBy returns a one-shard stream or cache name (prefix + a number) whose shard the
+// static placement gives to node i of n (broker/static_cluster.go placeShards: fnv32a of
+// tenant/namespace/name mod n).
+func ledBy(t *testing.T, n, i int, prefix string) string {
 	t.Helper()
 	for k := 0; k < 100; k++ {
-		name := fmt.Sprintf("kv%d", k)
+		name := fmt.Sprintf("%s%d", prefix, k)
 		h := fnv.New32a()
 		_, _ = h.Write([]byte("default/default/" + name))
-		if int(h.Sum32()%uint32(len(nodes))) == i {
-			for _, b := range nodes {
-				b.createCache(name)
-			}
+		if int(h.Sum32()%uint32(n)) == i {
 			return name
 		}
 	}
-	t.Fatalf("no cache name led by node %d", i)
+	t.Fatalf("no name led by node %d", i)
 	return ""
+}
+
+// cacheLedBy is a one-shard cache led by node i, created on every broker.
+func cacheLedBy(t *testing.T, nodes []*broker, i int) string {
+	t.Helper()
+	name := ledBy(t, len(nodes), i, "kv")
+	for _, b := range nodes {
+		b.createCache(name)
+	}
+	return name
+}
+
+// waitServed waits (at most 20 s) until try succeeds: a broker answers a create before
+// the owner opened the shard, and an operation in between is not_found or
+// shard_unavailable (docs/cli.md, cluster stream create). Any other error fails t.
+func waitServed(t *testing.T, what string, try func(ctx context.Context) error) {
+	t.Helper()
+	waitFor(t, 20*time.Second, what+" served", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := try(ctx)
+		if err != nil && !errors.Is(err, client.ErrNotFound) && !errors.Is(err, client.ErrShardUnavailable) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return err == nil
+	})
 }
 
 // failoverClient dials node 0 with the others as failover addresses, a 1 s idle timeout
@@ -108,9 +133,7 @@ func retryTransportOtherBroker(t *testing.T, _ *env) {
 	nodes := startCluster(t, 3)
 	kv := cacheLedBy(t, nodes, 1)
 	c, ctx := failoverClient(t, nodes), stepCtx(t)
-	if err := c.Put(ctx, kv, "k", []byte("before"), 0); err != nil {
-		t.Fatal(err)
-	}
+	waitServed(t, "cache "+kv, func(ctx context.Context) error { return c.Put(ctx, kv, "k", []byte("before"), 0) })
 	nodes[0].kill()
 	// One Get, safe to re-send: its broker is dead, so it must be answered through another.
 	v, found, err := c.Get(ctx, kv, "k")
@@ -123,9 +146,7 @@ func reconnectOutliveBroker(t *testing.T, _ *env) {
 	nodes := startCluster(t, 3)
 	kv := cacheLedBy(t, nodes, 2)
 	c, ctx := failoverClient(t, nodes), stepCtx(t)
-	if _, err := c.CounterAdd(ctx, kv, "n", 1); err != nil {
-		t.Fatal(err)
-	}
+	waitServed(t, "cache "+kv, func(ctx context.Context) error { _, err := c.CounterAdd(ctx, kv, "n", 1); return err })
 	nodes[0].kill()
 	waitFor(t, 20*time.Second, "the client reads through a surviving broker", func() bool {
 		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -141,5 +162,31 @@ func reconnectOutliveBroker(t *testing.T, _ *env) {
 	}
 	if v, found, err := c.CounterGet(ctx, kv, "n"); err != nil || !found || v != 6 {
 		t.Fatalf("counter after the kill: %d %v %v, want 6", v, found, err)
+	}
+}
+
+func reconnectFollowRedirect(t *testing.T, _ *env) {
+	nodes := startCluster(t, 3)
+	stream := ledBy(t, len(nodes), 1, "events")
+	for _, b := range nodes {
+		b.createStream(client.StreamInfo{Name: stream, Durable: true})
+	}
+	c := nodes[0].dial() // node 0 does not lead the shard: it answers the subscribe not_leader
+	routes, err := c.RouteLookup(stepCtx(t), stream)
+	if err != nil || len(routes) != 1 || routes[0].Owner != "node-1.felix" {
+		t.Fatalf("routes of %s: %+v %v, want node-1.felix leading shard 0", stream, routes, err)
+	}
+	var sub *client.Subscription
+	waitServed(t, "stream "+stream, func(ctx context.Context) (err error) {
+		sub, err = c.Subscribe(ctx, stream, client.Earliest, client.SubscribeOptions{})
+		return err
+	})
+	t.Cleanup(func() { sub.Close() })
+	want := [][]byte{[]byte("a"), []byte("b"), []byte("c")}
+	publishAll(t, c, stream, want) // forwarded by node 0 to the owner
+	for i, r := range collect(t, sub, len(want)) {
+		if r.Offset != uint64(i) || string(r.Payload) != string(want[i]) {
+			t.Fatalf("record %d through the redirect: offset %d %q, want %d %q", i, r.Offset, r.Payload, i, want[i])
+		}
 	}
 }
