@@ -22,7 +22,7 @@ import (
 const forwardSlotsPerPeer = 192
 
 // forwardSlots are the per-owner slots (one semaphore per peer node id, made on first use;
-// peers come from the static peer list, so the map is bounded). Safe for concurrent use.
+// peers are the cluster's brokers, so the map is bounded). Safe for concurrent use.
 type forwardSlots struct {
 	mu sync.Mutex
 	m  map[string]chan struct{}
