@@ -11,8 +11,8 @@ import (
 )
 
 // TestSteadyHeartbeatIsNotAnEntry: with HeartbeatEntryEvery a steady heartbeat reaches
-// OnHeartbeat without a Raft entry; a draining change, a generation above the shard's,
-// or a last entry that old makes one; an unregistered broker is still 404 and reaches no
+// OnHeartbeat without a Raft entry; a draining change, a generation above the shard's
+// highest (not one at it), or a last entry that old makes one; an unregistered broker is still 404 and reaches no
 // OnHeartbeat.
 func TestSteadyHeartbeatIsNotAnEntry(t *testing.T) {
 	n, _ := member(t, meta.Config{}, false)
@@ -39,10 +39,21 @@ func TestSteadyHeartbeatIsNotAnEntry(t *testing.T) {
 	entryAfter(`{"draining":true}`, false)
 	advance(time.Second)
 	entryAfter(`{"draining":true}`, true)
+	entryAfter(`{}`, true) // undrained: initial placement takes it again
+	for _, c := range []meta.Command{&meta.CreateTenant{TenantID: "t"}, &meta.CreateNamespace{TenantID: "t", Namespace: "n"},
+		&meta.CreateStream{TenantID: "t", Namespace: "n", Stream: "s", Shards: 1, AtMs: now.UnixMilli()}} {
+		if res, err := n.Propose(c, 5*time.Second); err != nil || res.Err != nil {
+			t.Fatalf("%T: %v %v", c, err, res.Err)
+		}
+	}
+	key := meta.ShardRef{Kind: "stream", TenantID: "t", Namespace: "n", Name: "s"}.Key()
+	entryAfter(`{"generations":{"`+key+`":0}}`, false)
+	entryAfter(`{"generations":{"`+key+`":4}}`, true)
+	entryAfter(`{"generations":{"`+key+`":4}}`, false)
 	expect(t, srv, "POST", "/v1/brokers/b9/heartbeat", `{}`, 404)
 	mu.Lock()
 	defer mu.Unlock()
-	if !slices.Equal(arrived, []string{"b1", "b1", "b1", "b1"}) {
-		t.Fatalf("OnHeartbeat saw %v, want b1 four times", arrived)
+	if !slices.Equal(arrived, slices.Repeat([]string{"b1"}, 8)) {
+		t.Fatalf("OnHeartbeat saw %v, want b1 eight times", arrived)
 	}
 }
