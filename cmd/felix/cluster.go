@@ -82,37 +82,45 @@ func (a *app) clusterStreamCreate() *cobra.Command {
 	return cmd
 }
 
-// waitLeadersOpen waits, bounded by --timeout, until every shard of the new stream is open
-// as leader on the broker the ownership table names (each --admin URL's
-// /cluster/ownership): a broker answers a create before its reconciler opened the
-// shards, and a publish in between is answered not_found. Leaders that are not among
-// --admin are not waited for. A single node (no /cluster/ownership) does not wait.
+// waitLeadersOpen waits, bounded by --timeout, until every --admin broker that answers
+// /cluster/ownership holds every shard of the new stream in its ownership table, and each
+// shard is open as leader on the broker the table names: a broker answers a create before
+// its reconciler opened the shards (a publish in between is answered not_found), and
+// before the other brokers' feeds brought the stream (a publish through one of them
+// too). Leaders that are not among --admin are not waited for. A single node (no
+// /cluster/ownership) does not wait.
 func (a *app) waitLeadersOpen(parent context.Context, stream string, shards int) error {
 	ctx, cancel := a.requestContext(parent)
 	defer cancel()
 	prefix := "stream/" + a.tenant + "/" + a.namespace + "/" + stream + "/"
 	for {
 		views := map[string]brokerOwnership{}
-		var rows []ownershipRow
 		for _, u := range a.adminURLs() {
 			var v brokerOwnership
 			if getJSON(ctx, u+"/cluster/ownership", 2*time.Second, &v) == nil && v.NodeID != "" {
 				views[v.NodeID] = v
-				rows = v.Ownership
 			}
 		}
-		if len(views) == 0 {
-			return nil
-		}
-		if leadersOpen(rows, views, prefix, shards) {
+		if len(views) == 0 || streamReady(views, prefix, shards) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return withKind(ErrUnavailable, fmt.Errorf("its shards are not open on their leaders yet: %w", ctx.Err()))
+			return withKind(ErrUnavailable, fmt.Errorf("its shards are not in every broker's table and open on their leaders yet: %w", ctx.Err()))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// streamReady reports whether every view's table holds the shards of prefix and each
+// shard's leader, when its view is known, has it open as leader.
+func streamReady(views map[string]brokerOwnership, prefix string, shards int) bool {
+	for _, v := range views {
+		if !leadersOpen(v.Ownership, views, prefix, shards) {
+			return false
+		}
+	}
+	return true
 }
 
 // leadersOpen reports whether the table rows hold every shard of prefix and each

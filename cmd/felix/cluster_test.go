@@ -116,4 +116,13 @@ felix_replication_lag_records{shard="stream:default/default/orders#0",log="strea
 		leadersOpen(rows, open, "stream/default/default/orders/", 2) {
 		t.Error("leadersOpen: true with the shard not open, or a shard missing from the table")
 	}
+	open["broker1"] = brokerOwnership{NodeID: "broker1", Ownership: rows, Open: open["broker1"].Open}
+	open["broker2"] = brokerOwnership{NodeID: "broker2"} // its feed has not brought the stream yet
+	if streamReady(open, "stream/default/default/orders/", 1) {
+		t.Error("streamReady: true while broker2's table lacks the stream")
+	}
+	open["broker2"] = brokerOwnership{NodeID: "broker2", Ownership: rows}
+	if !streamReady(open, "stream/default/default/orders/", 1) {
+		t.Error("streamReady: false with both tables holding the stream and its leader open")
+	}
 }
