@@ -10,6 +10,20 @@ import (
 	"time"
 )
 
+// wipe stops broker i, removes its data dir (a new disk, so a new storage id) and starts it
+// again on the same internal address, with the placement.
+func (c *replCluster) wipe(i int) {
+	c.t.Helper()
+	if err := c.brokers[i].stop(); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(c.dirs[i], "data")); err != nil {
+		c.t.Fatal(err)
+	}
+	c.start(i)
+	c.place(i)
+}
+
 // leaderHeld is what the leader's quorum tracker counts follower at on the orders shard's
 // records log, and the storage identity it is counted under ("" unknown; ok=false when the
 // leader runs no shippers for the shard).
@@ -53,14 +67,7 @@ func TestReplicationWipedFollowerOldAcksNotCounted(t *testing.T) {
 	}
 	hold := func(follower string, from uint64) bool { return follower == replNodes[1] && from == 0 }
 	c.brokers[0].srv.repl.holdShip.Store(&hold)
-	if err := c.brokers[1].stop(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(filepath.Join(c.dirs[1], "data")); err != nil {
-		t.Fatal(err)
-	}
-	c.start(1)
-	c.place(1)
+	c.wipe(1)
 	fresh := hex.EncodeToString(c.brokers[1].srv.storageID[:])
 	if fresh == old {
 		t.Fatalf("a wiped data dir kept storage id %s", old)

@@ -350,14 +350,7 @@ func TestReplicationLogGapResumes(t *testing.T) {
 	}
 
 	// n3 loses everything (a new disk): the leader's next batch lies past its tail.
-	if err := c.brokers[2].stop(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(filepath.Join(c.dirs[2], "data")); err != nil {
-		t.Fatal(err)
-	}
-	c.start(2)
-	c.place(2)
+	c.wipe(2)
 	c.acked(c.publish("g3"), "publish after n3 was wiped")
 	c.identical(2)
 	fresh := hex.EncodeToString(c.brokers[2].srv.storageID[:])

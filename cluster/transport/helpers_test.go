@@ -102,6 +102,12 @@ func serve(t *testing.T, c *Credentials, opts Options, h Handler) *Listener {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveOn(t, l, h)
+}
+
+// serveOn serves l with h until the test ends.
+func serveOn(t *testing.T, l *Listener, h Handler) *Listener {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = l.Serve(ctx, h) }()

@@ -1,9 +1,7 @@
 package transport
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"felix/proto"
 )
@@ -17,19 +15,7 @@ func serveOlder(t *testing.T, c *Credentials, olderClose bool) *Listener {
 		t.Fatal(err)
 	}
 	l.olderHello, l.olderClose = true, olderClose
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = l.Serve(ctx, okHandler) }()
-	t.Cleanup(func() {
-		cancel()
-		l.Close()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("Serve did not return within 10 s")
-		}
-	})
-	return l
+	return serveOn(t, l, okHandler)
 }
 
 // The storage identity a request's answer is attributed to is the one the listener named in
