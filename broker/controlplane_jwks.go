@@ -5,13 +5,19 @@ package broker
 // mode verifies the tokens of its clients (the auth frame) and the credentials of the
 // forwards it serves as the owner with the control plane's JWKS of the token's tenant,
 // fetched through metaclient, cached, refetched on an unknown kid at most once per
-// jwksRefetchInterval per tenant, and kept while the control plane is away. Its own key
+// jwksRefetchInterval per tenant, and kept while the control plane is away (also across a
+// restart: jwksFile in the data dir). Its own key
 // store (auth.Bootstrap) verifies only its admin API's tokens (its admin token).
 
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,17 +42,84 @@ const (
 
 // cpKeys is the cluster-mode auth.KeySource: per tenant, the control plane's JWKS in an
 // auth.JWKSKeySource. Only tenants the control plane's catalog holds (known) are fetched,
-// so a token naming any other tenant costs no request and holds no memory. Safe for
-// concurrent use.
+// so a token naming any other tenant costs no request and holds no memory. Every document
+// fetched is written to path (jwksFile in the data dir; "" writes none), read back at the
+// next start. Safe for concurrent use.
 type cpKeys struct {
 	src   *auth.JWKSKeySource
 	fetch func(ctx context.Context, tenant string) (auth.JWKS, error)
 	known func(tenant string) bool
 	clk   clock.Clock
 	warn  func(msg string, args ...any)
+	path  string
 
 	mu      sync.Mutex
 	tenants map[string]*tenantJWKS
+	docs    map[string]heldTenantJWKS // what path holds
+}
+
+// jwksFile holds, in the data dir, the tenants' JWKS last fetched (public keys only), so a
+// broker restarted while the control plane is away still verifies its clients' tokens.
+const jwksFile = "controlplane-jwks.json"
+
+// heldJWKS is jwksFile's JSON (version 1).
+type heldJWKS struct {
+	Version int                       `json:"version"`
+	Tenants map[string]heldTenantJWKS `json:"tenants"`
+}
+
+// heldTenantJWKS is one tenant's document and when it was fetched (Unix ns).
+type heldTenantJWKS struct {
+	Fetched int64     `json:"fetched_unix_nano"`
+	JWKS    auth.JWKS `json:"jwks"`
+}
+
+// save records tenant's document fetched at t and rewrites path (atomically); a failure is
+// logged (a restart then waits for the control plane's JWKS).
+func (k *cpKeys) save(tenant string, doc auth.JWKS, t time.Time) {
+	if k.path == "" {
+		return
+	}
+	k.mu.Lock()
+	k.docs[tenant] = heldTenantJWKS{Fetched: t.UnixNano(), JWKS: doc}
+	data, err := json.Marshal(heldJWKS{Version: 1, Tenants: k.docs})
+	k.mu.Unlock()
+	if err == nil {
+		err = WriteFileAtomic(k.path, data)
+	}
+	if err != nil {
+		k.warn("tenant JWKS not written to the data dir", "file", k.path, "err", err)
+	}
+}
+
+// load installs the documents path holds (none: nothing); a file that does not read or
+// decode, or of another version, is logged and ignored (the documents are fetched again).
+func (k *cpKeys) load() {
+	data, err := os.ReadFile(k.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var h heldJWKS
+	if err == nil {
+		err = json.Unmarshal(data, &h)
+	}
+	if err == nil && h.Version != 1 {
+		err = fmt.Errorf("version %d, want 1", h.Version)
+	}
+	if err != nil {
+		k.warn("tenant JWKS held in the data dir not read: fetching them again", "file", k.path, "err", err)
+		return
+	}
+	for tenant, d := range h.Tenants {
+		if err := k.src.Set(tenant, d.JWKS); err != nil {
+			k.warn("tenant JWKS held in the data dir skipped", "tenant", tenant, "err", err)
+			continue
+		}
+		k.state(tenant).fetched.Store(d.Fetched)
+		k.mu.Lock()
+		k.docs[tenant] = d
+		k.mu.Unlock()
+	}
 }
 
 // tenantJWKS is one tenant's fetch state; mu serializes its fetches.
@@ -56,26 +129,35 @@ type tenantJWKS struct {
 	fetched atomic.Int64 // when the last installed document was fetched, Unix ns (0: none yet)
 }
 
-// newCPKeys is the key source over the control plane's client; known reports whether the
-// mirror holds a tenant.
-func newCPKeys(c *metaclient.Client, known func(string) bool, clk clock.Clock, warn func(string, ...any)) *cpKeys {
-	return &cpKeys{src: auth.NewJWKSKeySource(), fetch: c.JWKS, known: known, clk: clk, warn: warn,
-		tenants: map[string]*tenantJWKS{}}
+// newCPKeys is the key source over fetch (the control plane's client's JWKS call),
+// holding its documents in path ("" : none) and starting from those path holds; known
+// reports whether the mirror holds a tenant.
+func newCPKeys(fetch func(context.Context, string) (auth.JWKS, error), known func(string) bool, clk clock.Clock,
+	warn func(string, ...any), path string) *cpKeys {
+	k := &cpKeys{src: auth.NewJWKSKeySource(), fetch: fetch, known: known, clk: clk, warn: warn, path: path,
+		tenants: map[string]*tenantJWKS{}, docs: map[string]heldTenantJWKS{}}
+	if path != "" {
+		k.load()
+	}
+	return k
 }
 
-// VerificationKey implements auth.KeySource: kid's key in tenant's cached JWKS. A tenant
-// not fetched yet, or a kid the cached document lacks, fetches the document first (waiting
+// VerificationKey implements auth.KeySource: kid's key in tenant's cached JWKS, for a
+// tenant the control plane's catalog holds (known). A tenant not fetched yet, or a kid the cached document lacks, fetches the document first (waiting
 // for a fetch in progress; at most one fetch per jwksRefetchInterval, each bounded by
 // jwksFetchTimeout); a document older than jwksTTL is refreshed unless a fetch is in
 // progress, and kept when the control plane does not answer. Errors: auth.ErrUnknownKey (a
 // tenant the control plane does not hold, a kid it does not publish, or no document fetched
 // yet while it is away).
 func (k *cpKeys) VerificationKey(tenant, kid string) (ed25519.PublicKey, error) {
+	if !k.known(tenant) { // also a tenant the feed dropped: its tokens stop at once
+		return nil, auth.ErrUnknownKey
+	}
 	key, err := k.src.VerificationKey(tenant, kid)
 	st := k.state(tenant)
 	fresh := st.fetched.Load() != 0 && k.clk.Now().Sub(time.Unix(0, st.fetched.Load())) < jwksTTL
-	if (err == nil && fresh) || !k.known(tenant) {
-		return key, err // a tenant the feed dropped keeps its keys until it is refreshed
+	if err == nil && fresh {
+		return key, nil
 	}
 	k.refresh(tenant, st, err != nil)
 	return k.src.VerificationKey(tenant, kid)
@@ -121,6 +203,7 @@ func (k *cpKeys) refresh(tenant string, st *tenantJWKS, wait bool) {
 	switch {
 	case err == nil:
 		st.fetched.Store(now.UnixNano())
+		k.save(tenant, doc, now)
 	case errors.As(err, &api) && api.Status == 404:
 		// not (or no longer) a tenant of the control plane: keys held stay until they expire
 	default:
@@ -151,6 +234,6 @@ func (cp *controlPlane) openClientAuth() {
 		_, ok := cp.mirror.tenants[tenant]
 		return ok
 	}
-	cp.keys = newCPKeys(cp.client, known, cp.clk, s.log.Warn)
+	cp.keys = newCPKeys(cp.client.JWKS, known, cp.clk, s.log.Warn, filepath.Join(s.cfg.DataDir, jwksFile))
 	s.clientAuth = auth.NewVerifier(auth.VerifierOptions{Keys: cp.keys, Clock: cp.clk})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +23,9 @@ type jwksFixture struct {
 	fetches atomic.Int32
 	away    atomic.Bool
 	warned  atomic.Int32
+	fetchFn func(context.Context, string) (auth.JWKS, error)
+	known   map[string]bool // the tenants of the control plane's catalog
+	path    string          // the held documents (jwksFile)
 }
 
 func newJWKSFixture(t *testing.T, known ...string) *jwksFixture {
@@ -46,13 +50,19 @@ func newJWKSFixture(t *testing.T, known ...string) *jwksFixture {
 		}
 		return doc, nil
 	}
-	isKnown := map[string]bool{}
+	f.fetchFn = fetch
+	f.known = map[string]bool{}
 	for _, k := range known {
-		isKnown[k] = true
+		f.known[k] = true
 	}
-	f.keys = &cpKeys{src: auth.NewJWKSKeySource(), fetch: fetch, known: func(t string) bool { return isKnown[t] },
-		clk: f.clk, warn: func(string, ...any) { f.warned.Add(1) }, tenants: map[string]*tenantJWKS{}}
+	f.path = filepath.Join(t.TempDir(), jwksFile)
+	f.restart()
 	return f
+}
+
+// restart is a new cpKeys over the same control plane and data dir (a broker restarted).
+func (f *jwksFixture) restart() {
+	f.keys = newCPKeys(f.fetchFn, func(t string) bool { return f.known[t] }, f.clk, func(string, ...any) { f.warned.Add(1) }, f.path)
 }
 
 // token issues a token of tenant signed with the store's active key.
@@ -115,5 +125,27 @@ func TestClusterTokensVerifyWithTheControlPlaneJWKS(t *testing.T) {
 	if err := f.verify(rotated); err != nil || f.fetches.Load() != 4 || f.warned.Load() != 1 {
 		t.Fatalf("past the TTL with the control plane away: %v, %d fetches, %d warnings (want accepted, 4, 1)",
 			err, f.fetches.Load(), f.warned.Load())
+	}
+}
+
+// TestClusterTokensAcrossARestart: the documents fetched are held in the data dir, so a
+// broker restarted while the control plane is away verifies the tokens it verified before
+// without a fetch; a tenant the control plane's catalog no longer holds is refused at
+// once, its keys held or not.
+func TestClusterTokensAcrossARestart(t *testing.T) {
+	f := newJWKSFixture(t, "acme")
+	tok := f.token(t, "acme")
+	if err := f.verify(tok); err != nil || f.fetches.Load() != 1 {
+		t.Fatalf("before the restart: %v, %d fetches", err, f.fetches.Load())
+	}
+	f.away.Store(true)
+	f.restart()
+	if err := f.verify(tok); err != nil || f.fetches.Load() != 1 || f.warned.Load() != 0 {
+		t.Fatalf("restarted while the control plane is away: %v, %d fetches, %d warnings (want accepted, 1, 0)",
+			err, f.fetches.Load(), f.warned.Load())
+	}
+	delete(f.known, "acme")
+	if err := f.verify(tok); !errors.Is(err, auth.ErrUnauthorized) || f.fetches.Load() != 1 {
+		t.Fatalf("a tenant the control plane dropped: %v, %d fetches (want refused, 1)", err, f.fetches.Load())
 	}
 }
