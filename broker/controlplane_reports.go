@@ -5,8 +5,8 @@ package broker
 // replica_report) each member's offset its quorum tracker counts — its own fsynced offset
 // and each follower's acknowledged durable offset at this generation — stamped with itself
 // (the leader and generation) and the storage identity of each member: its own, and each
-// follower's as the control plane registered it (the broker's mirror of the feed; gap 4,
-// the identity learned at handshake, is not built).
+// follower's as the leader counted it (learned at handshake, shardAcks.counted: gap 4), else
+// as the control plane registered it (the broker's mirror of the feed).
 //
 // Rate: per shard, at most one report every reportInterval (250 ms), and only when an
 // offset changed since the last accepted one, or reportRefresh (500 ms) passed since it:
@@ -101,8 +101,10 @@ func (cp *controlPlane) replicaReport(a shardAcks) meta.ReplicaReport {
 	own := cp.s.storageID
 	ids := map[string]string{cp.s.cfg.NodeID: hex.EncodeToString(own[:])}
 	cp.mu.Lock()
-	for _, n := range a.nodes[1:] {
-		if b, ok := cp.mirror.brokers[n]; ok {
+	for i, n := range a.nodes {
+		if i > 0 && i < len(a.counted) && a.counted[i] != "" {
+			ids[n] = a.counted[i] // the identity it was counted under (learned at handshake)
+		} else if b, ok := cp.mirror.brokers[n]; ok && i > 0 {
 			ids[n] = b.StorageID
 		}
 	}

@@ -14,6 +14,10 @@ type shardAcks struct {
 	gen   uint64
 	nodes []string
 	held  []uint64
+	// counted is, per member, the storage identity the tracker counts it under (hex; "" for
+	// the leader, an unknown identity or a follower not attributed yet): the identity its
+	// connection named at the handshake (replicate_identity.go, issue 20 gap 4).
+	counted []string
 }
 
 // leaderAcks reads every running leader's tracker on the shard's gating log (a stream's
@@ -36,6 +40,8 @@ func (r *replication) leaderAcks() []shardAcks {
 			for _, n := range a.nodes {
 				h, _ := l.tracker.Held(n)
 				a.held = append(a.held, h)
+				id, _ := l.tracker.Identity(n)
+				a.counted = append(a.counted, id)
 			}
 		}
 		l.mu.Unlock()

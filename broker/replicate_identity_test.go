@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"felix/cluster/meta"
 )
 
 // wipe stops broker i, removes its data dir (a new disk, so a new storage id) and starts it
@@ -92,5 +94,26 @@ func TestReplicationWipedFollowerOldAcksNotCounted(t *testing.T) {
 	}
 	if n := strings.Count(c.logs[0].String(), "answered under another storage identity"); n != 1 {
 		t.Fatalf("%d warnings of the new identity, want 1", n)
+	}
+}
+
+// A replica report names each follower's storage identity as the leader counted it (learned
+// at handshake), and the registration's only for a follower counted under no known identity.
+func TestReplicaReportNamesTheCountedIdentity(t *testing.T) {
+	srv := &Server{cfg: &Config{}}
+	srv.cfg.NodeID = "n1"
+	srv.storageID[0] = 0xaa
+	cp := &controlPlane{s: srv, mirror: &cpMirror{brokers: map[string]meta.Broker{
+		"n2": {StorageID: "registered-n2"}, "n3": {StorageID: "registered-n3"}}}}
+	a := shardAcks{gen: 2, nodes: []string{"n1", "n2", "n3"}, held: []uint64{5, 0, 4}, counted: []string{"", "handshake-n2", ""}}
+	got := map[string]string{}
+	for _, r := range cp.replicaReport(a).Replicas {
+		got[r.NodeID] = r.StorageID
+	}
+	want := map[string]string{"n1": hex.EncodeToString(srv.storageID[:]), "n2": "handshake-n2", "n3": "registered-n3"}
+	for n, id := range want {
+		if got[n] != id {
+			t.Fatalf("%s reported under %q, want %q (all: %v)", n, got[n], id, got)
+		}
 	}
 }
