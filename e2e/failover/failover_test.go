@@ -30,10 +30,9 @@ type producers struct {
 	done  sync.WaitGroup
 }
 
-// rotateAfter is how many refusals in a row make a producer dial the next broker. A
-// broker in cluster mode does not forward a publish for a shard it follows yet (it
-// answers shard_unavailable, "is a follower here", not not_leader), and the SDK's
-// WithFailover moves only when a dial fails, so the producer rotates itself.
+// rotateAfter is how many refusals in a row make a producer dial the next broker (the
+// SDK's WithFailover moves only when a dial fails; a broker that cannot serve or forward
+// the publish, e.g. one still opening the shard, refuses it).
 const rotateAfter = 3
 
 // publishTimeout bounds one publish; a publish that times out makes the producer dial the
