@@ -24,14 +24,16 @@ func (f *fixture) check(ctx context.Context, p *producers) {
 	if !ok || lead.Committed == 0 {
 		f.t.Fatalf("the final leader %s: %+v", a.Leader, lead)
 	}
-	seen := f.readLog(ctx, a.Leader, lead.Committed)
+	seen, at := f.readLog(ctx, a.Leader, lead.Committed)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var missing []string
 	for payload := range p.acked {
 		if seen[payload] != 1 {
-			missing = append(missing, fmt.Sprintf("%s×%d (began %s, acked %s)", payload, seen[payload],
-				p.began[payload].Format("15:04:05.000"), p.acked[payload].Format("15:04:05.000")))
+			off := p.offset[payload]
+			missing = append(missing, fmt.Sprintf("%s×%d (began %s, acked %s at offset %d, where the log holds %q)",
+				payload, seen[payload], p.began[payload].Format("15:04:05.000"), p.acked[payload].Format("15:04:05.000"),
+				off, at[off]))
 		}
 	}
 	for payload, n := range seen {
@@ -48,9 +50,9 @@ func (f *fixture) check(ctx context.Context, p *producers) {
 }
 
 // readLog subscribes to shard 0 on broker id and counts each payload of offsets 0 through
-// committed − 1 (≤ 60 s). A delivery that skips an offset (a subscriber gap) is not a
+// committed − 1 (≤ 60 s), and returns the payload at each offset too. A delivery that skips an offset (a subscriber gap) is not a
 // hole in the log: the subscription is opened again at the first offset not seen.
-func (f *fixture) readLog(ctx context.Context, id string, committed uint64) map[string]int {
+func (f *fixture) readLog(ctx context.Context, id string, committed uint64) (map[string]int, map[uint64]string) {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -60,10 +62,10 @@ func (f *fixture) readLog(ctx context.Context, id string, committed uint64) map[
 		f.t.Fatalf("dial %s: %v", id, err)
 	}
 	defer cl.Close()
-	seen := map[string]int{}
+	seen, at := map[string]int{}, map[uint64]string{}
 	next, reopened := uint64(0), 0
 	for next < committed {
-		got := f.readFrom(ctx, cl, id, next, committed, seen)
+		got := f.readFrom(ctx, cl, id, next, committed, seen, at)
 		if got == next {
 			f.t.Fatalf("reading %s's log: nothing delivered at offset %d", id, next)
 		}
@@ -74,12 +76,13 @@ func (f *fixture) readLog(ctx context.Context, id string, committed uint64) map[
 	if reopened > 0 {
 		f.t.Logf("reading %s's log: the subscription skipped offsets %d times and was reopened there", id, reopened)
 	}
-	return seen
+	return seen, at
 }
 
 // readFrom reads from offset next in order until committed or an offset is skipped, counts
 // the payloads, and returns the first offset not read.
-func (f *fixture) readFrom(ctx context.Context, cl *client.Client, id string, next, committed uint64, seen map[string]int) uint64 {
+func (f *fixture) readFrom(ctx context.Context, cl *client.Client, id string, next, committed uint64, seen map[string]int,
+	at map[uint64]string) uint64 {
 	f.t.Helper()
 	sub, err := cl.Subscribe(ctx, streamName, client.Offset(next), client.SubscribeOptions{})
 	if err != nil {
@@ -98,6 +101,7 @@ func (f *fixture) readFrom(ctx context.Context, cl *client.Client, id string, ne
 			return next
 		}
 		seen[string(rec.Payload)]++
+		at[rec.Offset] = string(rec.Payload)
 		next++
 	}
 	return next

@@ -20,14 +20,15 @@ import (
 // at a time through the SDK (WithFailover to the other two brokers) and keeps every
 // acknowledged payload with its acknowledgement time.
 type producers struct {
-	f     *fixture
-	idem  bool // idempotent publishers
-	mu    sync.Mutex
-	acked map[string]time.Time // payload → when its acknowledgement arrived
-	began map[string]time.Time // payload → when its publish began
-	errs  []string
-	stop  context.CancelFunc
-	done  sync.WaitGroup
+	f      *fixture
+	idem   bool // idempotent publishers
+	mu     sync.Mutex
+	acked  map[string]time.Time // payload → when its acknowledgement arrived
+	began  map[string]time.Time // payload → when its publish began
+	offset map[string]uint64    // payload → the offset its acknowledgement named
+	errs   []string
+	stop   context.CancelFunc
+	done   sync.WaitGroup
 }
 
 // rotateAfter is how many refusals in a row make a producer dial the next broker (the
@@ -45,7 +46,8 @@ const publishTimeout = 500 * time.Millisecond
 // startProducers starts n producers, producer i dialling broker i%3 first.
 func (f *fixture) startProducers(ctx context.Context, n int, idempotent bool) *producers {
 	f.t.Helper()
-	p := &producers{f: f, idem: idempotent, acked: map[string]time.Time{}, began: map[string]time.Time{}}
+	p := &producers{f: f, idem: idempotent, acked: map[string]time.Time{}, began: map[string]time.Time{},
+		offset: map[string]uint64{}}
 	pctx, cancel := context.WithCancel(ctx)
 	p.stop = cancel
 	for i := range n {
@@ -104,9 +106,9 @@ func (p *producers) run(ctx context.Context, i int) {
 		n++
 		began := time.Now()
 		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
-		_, err := pub.PublishSync(pctx, []byte(payload))
+		res, err := pub.PublishSync(pctx, []byte(payload))
 		cancel()
-		if p.note(ctx, payload, began, err) {
+		if p.note(ctx, payload, began, res, err) {
 			refused = 0
 			continue
 		}
@@ -119,12 +121,13 @@ func (p *producers) run(ctx context.Context, i int) {
 }
 
 // note records payload's outcome and reports whether it was acknowledged.
-func (p *producers) note(ctx context.Context, payload string, began time.Time, err error) bool {
+func (p *producers) note(ctx context.Context, payload string, began time.Time, res client.PublishResult, err error) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err == nil {
 		p.acked[payload] = time.Now()
 		p.began[payload] = began
+		p.offset[payload] = res.FirstOffset
 		return true
 	}
 	if ctx.Err() == nil {
