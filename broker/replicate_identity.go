@@ -48,10 +48,11 @@ func (f *follower) otherIdentity(id transport.StorageID) bool {
 	return true
 }
 
-// countedUnder is the storage identity (hex, "" unknown) each follower of the shard is
-// counted under, for the leader's replica reports (seeds/upgrades-and-compatibility.txt:
-// "its replica reports name the identity each follower was counted under"); ok=false for
-// one not attributed yet (not fenced at this generation). Safe for concurrent use.
+// countedUnder is the storage identity (hex, "" unknown) a follower of the shard is counted
+// under, as the replica reports name it (leaderAcks reads the same from the tracker;
+// seeds/upgrades-and-compatibility.txt: "its replica reports name the identity each
+// follower was counted under"); ok=false for one not attributed yet (not fenced at this
+// generation). Safe for concurrent use.
 func (l *leaderShard) countedUnder(follower string) (id string, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
