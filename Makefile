@@ -96,7 +96,7 @@ soak-controlplane:
 SOAK_FAILOVER_KILLS ?= 20
 .PHONY: soak-failover
 soak-failover:
-	FELIX_FAILOVER_KILLS=$(SOAK_FAILOVER_KILLS) $(GO) test -count=1 -timeout 30m -v ./e2e/failover/
+	FELIX_FAILOVER_E2E=1 FELIX_FAILOVER_KILLS=$(SOAK_FAILOVER_KILLS) $(GO) test -count=1 -timeout 30m -v ./e2e/failover/
 
 ## bench-compare: Felix beside NATS JetStream and Redis on this machine (the harness builds the peers
 ## from bench/peers and installs redis-server itself when root); writes docs/bench/harness.md, its

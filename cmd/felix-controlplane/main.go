@@ -128,14 +128,14 @@ func start(cfg *config, log hclog.Logger) (*member, error) {
 		_, _ = m.rest.Close(), m.metrics.Close()
 		return nil, err
 	}
-	ctl, err := m.startPlacement()
+	onHeartbeat, err := m.placementHook()
 	if err != nil {
 		_, _ = m.rest.Close(), m.metrics.Close()
 		return nil, err
 	}
 	h := http.Handler(rest.New(rest.Config{Node: m.node, Token: m.token, AuthOff: cfg.authOff, MemberURL: m.memberURL,
 		Keys: m.keys, ChangesLimit: cfg.changesLimit, Logger: log.Named("rest"),
-		OnHeartbeat: ctl.heartbeat, HeartbeatEntryEvery: rest.DefaultHeartbeatEntryEvery}))
+		OnHeartbeat: onHeartbeat, HeartbeatEntryEvery: rest.DefaultHeartbeatEntryEvery}))
 	m.handler.Store(&h)
 	m.running.Store(m.node)
 	go m.memberLoop(h.(*rest.Handler))

@@ -45,6 +45,24 @@ func (m *member) startPlacement() (*placementLoop, error) {
 	return &placementLoop{c: c, m: m}, nil
 }
 
+// placementHook starts the placement loop when FELIX_CONTROLPLANE_AUTO_FAILOVER=on and
+// returns the rest.Config.OnHeartbeat that feeds it; off (the default), nothing promotes
+// and heartbeats feed nothing (nil). On logs a warning: promotion runs without a fence
+// round and can lose acknowledged Quorum records (docs/failover.md, "What is unsafe,
+// exactly"). Errors: startPlacement's.
+func (m *member) placementHook() (func(node string, draining bool), error) {
+	if !m.cfg.autoFailover {
+		m.log.Info("placement loop off (FELIX_CONTROLPLANE_AUTO_FAILOVER=off): a shard whose leader dies waits for it or for an operator's move")
+		return nil, nil
+	}
+	m.log.Warn("placement loop on (FELIX_CONTROLPLANE_AUTO_FAILOVER=on): promotion has no fence round yet and can lose acknowledged Quorum records; see docs/failover.md")
+	ctl, err := m.startPlacement()
+	if err != nil {
+		return nil, err
+	}
+	return ctl.heartbeat, nil
+}
+
 // heartbeat is rest.Config.OnHeartbeat: the arrival of a registered broker's heartbeat.
 func (p *placementLoop) heartbeat(node string, draining bool) {
 	if err := p.c.Heartbeat(node, draining); err != nil {

@@ -37,6 +37,7 @@ var settings = []setting{
 	{"FELIX_CONTROLPLANE_SUSPECT_AFTER_MS", "9000", "placement loop: a broker without a heartbeat this long is suspect (three of the broker's default 3 s heartbeats; docs/failover.md, \"Wiring\")"},
 	{"FELIX_CONTROLPLANE_DOWN_AFTER_MS", "18000", "placement loop: a broker without a heartbeat this long is down and the shards it leads fail over (six heartbeats; 1500 with brokers at 250 ms)"},
 	{"FELIX_CONTROLPLANE_PLACEMENT_TICK_MS", "100", "placement loop: how often the leader decides"},
+	{"FELIX_CONTROLPLANE_AUTO_FAILOVER", "off", "placement loop: on promotes a follower when a shard's leader is down; off (the default) promotes nothing: promotion has no fence round yet and can lose acknowledged Quorum records (docs/failover.md, \"What is unsafe, exactly\")"},
 	{"FELIX_AUTH", "on", "off disables the admin token check (a warning is logged)"},
 	{"FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS", "25000", "SIGTERM drain budget, ms"},
 	{"FELIX_TEST_METADATA_LEVEL", "", "test only: the metadata level this member reports, 1..14, playing an older build (a warning is logged)"},
@@ -54,6 +55,7 @@ type config struct {
 	retention, changesLimit                      int
 	suspectAfter, downAfter, placementTick       time.Duration
 	authOff                                      bool
+	autoFailover                                 bool       // FELIX_CONTROLPLANE_AUTO_FAILOVER=on
 	level                                        meta.Level // FELIX_TEST_METADATA_LEVEL (0 = the build's)
 	values, sources                              map[string]string
 }
@@ -113,6 +115,13 @@ func loadConfig(lookup func(string) (string, bool)) (*config, error) {
 		c.authOff = true
 	default:
 		errs = append(errs, fmt.Errorf("FELIX_AUTH=%q: on or off", v["FELIX_AUTH"]))
+	}
+	switch v["FELIX_CONTROLPLANE_AUTO_FAILOVER"] {
+	case "off", "":
+	case "on":
+		c.autoFailover = true
+	default:
+		errs = append(errs, fmt.Errorf("FELIX_CONTROLPLANE_AUTO_FAILOVER=%q: on or off", v["FELIX_CONTROLPLANE_AUTO_FAILOVER"]))
 	}
 	return c, errors.Join(errs...)
 }

@@ -29,7 +29,16 @@ import (
 var bins struct{ broker, controlPlane string }
 
 // TestMain builds ./cmd/felix-broker and ./cmd/felix-controlplane once into a temp dir.
+// The package runs only with FELIX_FAILOVER_E2E=1 (make soak-failover sets it): it is
+// issue 20's acceptance of automatic failover, which is off by default because it can
+// still lose an acknowledged Quorum record (3 of 8 runs of the plain-producer test lost
+// one; docs/failover.md, "What is unsafe, exactly"). It stays the reproducer of that
+// finding; it joins make test when promotion runs a fence round.
 func TestMain(m *testing.M) {
+	if os.Getenv("FELIX_FAILOVER_E2E") != "1" {
+		fmt.Println("e2e/failover: not run (FELIX_FAILOVER_E2E=1 or make soak-failover runs it): automatic failover is off by default and known to lose acknowledged records (docs/failover.md)")
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "felix-e2e-failover-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -109,7 +118,8 @@ func start(ctx context.Context, t *testing.T) *fixture {
 		Env: []string{"FELIX_CONTROLPLANE_NODE_ID=cp1", "FELIX_CONTROLPLANE_BIND=" + rest,
 			"FELIX_CONTROLPLANE_RAFT_BIND=" + raftAddr, "FELIX_CONTROLPLANE_METRICS_BIND=" + metrics,
 			"FELIX_CONTROLPLANE_DATA_DIR=" + data, "FELIX_CONTROLPLANE_PEERS=",
-			"FELIX_CONTROLPLANE_SUSPECT_AFTER_MS=" + suspectMS, "FELIX_CONTROLPLANE_DOWN_AFTER_MS=" + downMS},
+			"FELIX_CONTROLPLANE_SUSPECT_AFTER_MS=" + suspectMS, "FELIX_CONTROLPLANE_DOWN_AFTER_MS=" + downMS,
+			"FELIX_CONTROLPLANE_AUTO_FAILOVER=on"},
 		Ready: supervisor.Ready{URL: "http://" + metrics + "/ready", Timeout: 30 * time.Second}}
 	if _, err := f.sup.Start(ctx, spec); err != nil {
 		t.Fatal(err)
