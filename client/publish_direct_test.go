@@ -70,8 +70,7 @@ func TestDirectPublishFallsBackWhenTheOwnerIsUnreachable(t *testing.T) {
 // there, and the routes are asked for again.
 func TestDirectPublishFollowsNotLeader(t *testing.T) {
 	var aAddr atomic.Value
-	var owner *fakeBroker
-	owner = startFake(t, func(x *exchange, m proto.Message) {
+	owner := startFake(t, func(x *exchange, m proto.Message) {
 		if b, ok := m.(*proto.JSONPublishBatch); ok {
 			x.reply(&proto.NotLeader{RequestID: b.RequestID, TenantID: b.TenantID, Namespace: b.Namespace, Stream: b.Stream,
 				Owner: proto.Owner{NodeID: "a", Address: aAddr.Load().(string)}, Generation: 1})

@@ -19,9 +19,9 @@ import (
 // starts over.
 const maxOwnerEntries = 4096
 
-// ownerKey names one shard of a stream (a group's) or of a cache (a watch's).
+// ownerKey names one shard of a stream (a group's; watches follow their redirect without
+// remembering it).
 type ownerKey struct {
-	cache bool
 	name  string
 	shard uint32
 }

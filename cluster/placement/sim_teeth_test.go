@@ -170,14 +170,12 @@ func TestSimLeaseFreeReadsSlowClock(t *testing.T) {
 	}
 }
 
-// lateRound: n1 leads; n2's answers to n1 are slow (80 ms), and n1 is cut off from n3 and
-// placement. Placement promotes n2, which acknowledges writes with n3, while clients keep
-// reading from n1: a round n1 started before n2 fenced at the newer generation is
-// answered (FenceOk at the old generation) after those acknowledgements.
-func lateRound(w *world) { lateRoundAfter(w, 0) }
-
-// lateRoundAfter is lateRound with the cut shifted by shift (the phase of n1's rounds
-// against the promotion decides whether a round spans the new leader's first ack).
+// lateRoundAfter: n1 leads; n2's answers to n1 are slow (80 ms), and n1 is cut off from n3
+// and placement, shift after the start (the phase of n1's rounds against the promotion
+// decides whether a round spans the new leader's first ack). Placement promotes n2, which
+// acknowledges writes with n3, while clients keep reading from n1: a round n1 started
+// before n2 fenced at the newer generation is answered (FenceOk at the old generation)
+// after those acknowledgements.
 func lateRoundAfter(w *world, shift time.Duration) {
 	f := w.s.Faults()
 	w.s.RunFor(200*time.Millisecond + shift)
