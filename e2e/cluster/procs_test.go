@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,27 +23,9 @@ var bins struct{ broker, controlPlane string }
 
 // TestMain builds ./cmd/felix-broker and ./cmd/felix-controlplane once into a temp dir.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "felix-e2e-cluster-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	root, err := scenario.ModuleRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/felix-broker", "./cmd/felix-controlplane")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		_ = os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	bins.broker, bins.controlPlane = filepath.Join(dir, "felix-broker"), filepath.Join(dir, "felix-controlplane")
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	scenario.MainWithCommands("felix-e2e-cluster-bin", func(p map[string]string) {
+		bins.broker, bins.controlPlane = p["felix-broker"], p["felix-controlplane"]
+	}, m.Run, "felix-broker", "felix-controlplane")
 }
 
 // freeAddr is a 127.0.0.1 address whose port was free for UDP and TCP a moment ago.

@@ -2,14 +2,13 @@ package controlplane
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
+
+	"felix/testbed/scenario"
 )
 
 // binary is the felix-controlplane built once by TestMain.
@@ -17,19 +16,8 @@ var binary string
 
 // TestMain builds ./cmd/felix-controlplane once into a temp dir for every test.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "felix-cp-e2e-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "felix-controlplane")
-	if out, err := exec.Command("go", "build", "-o", binary, "felix/cmd/felix-controlplane").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build felix/cmd/felix-controlplane: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	scenario.MainWithCommands("felix-cp-e2e-bin", func(p map[string]string) { binary = p["felix-controlplane"] },
+		m.Run, "felix-controlplane")
 }
 
 // The knobs of the tests, each an environment variable.

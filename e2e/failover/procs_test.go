@@ -14,7 +14,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -39,27 +38,9 @@ func TestMain(m *testing.M) {
 		fmt.Println("e2e/failover: not run (FELIX_FAILOVER_E2E=1 or make soak-failover runs it): automatic failover is off by default and known to lose acknowledged records (docs/failover.md)")
 		os.Exit(0)
 	}
-	dir, err := os.MkdirTemp("", "felix-e2e-failover-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	root, err := scenario.ModuleRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/felix-broker", "./cmd/felix-controlplane")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		_ = os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	bins.broker, bins.controlPlane = filepath.Join(dir, "felix-broker"), filepath.Join(dir, "felix-controlplane")
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	scenario.MainWithCommands("felix-e2e-failover-bin", func(p map[string]string) {
+		bins.broker, bins.controlPlane = p["felix-broker"], p["felix-controlplane"]
+	}, m.Run, "felix-broker", "felix-controlplane")
 }
 
 // Failure detection as the test runs it: brokers heartbeat every 250 ms, the control

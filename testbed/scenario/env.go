@@ -163,3 +163,54 @@ func (e *Env) CheckHistory(linTimeout time.Duration) (checker.Report, *history.H
 		Timeout: linTimeout, VisualizationPath: e.VisualizationPath()}})
 	return rep, h, err
 }
+
+// BuildCommands runs `go build -o DIR/ ./cmd/NAME...` in the module root for each of
+// names (e.g. "felix-broker", "felix-controlplane") and returns name → path under dir
+// (created when missing). Errors: no module root, the build's failure with its output.
+func BuildCommands(ctx context.Context, dir string, names ...string) (map[string]string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"build", "-o", abs + string(filepath.Separator)}
+	paths := make(map[string]string, len(names))
+	for _, n := range names {
+		args = append(args, "./cmd/"+n)
+		paths[n] = filepath.Join(abs, n)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("scenario: go build in %s: %w\n%s", root, err, out)
+	}
+	return paths, nil
+}
+
+// MainWithCommands is the body of a process-test package's TestMain: it builds the
+// commands names into a fresh temp dir (prefix names it) once, hands their paths to set,
+// runs the tests (run is the testing.M's Run), removes the dir and exits with their code.
+// A failed build prints the go command's output and exits 1 without running anything.
+func MainWithCommands(prefix string, set func(paths map[string]string), run func() int, names ...string) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	paths, err := BuildCommands(context.Background(), dir, names...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		_ = os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	set(paths)
+	code := run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
