@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"felix/internal/testwait"
 	"felix/proto"
 )
 
@@ -98,11 +99,6 @@ func TestDirectPublishFollowsNotLeader(t *testing.T) {
 	if o, d := owner.count(proto.TypePublishBatch), a.count(proto.TypePublishBatch); o != 1 || d != 1 {
 		t.Fatalf("publishes: %d at the route's owner, %d at the owner it named; want 1 and 1", o, d)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for a.count(proto.TypeRouteLookup) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("routes asked %d times after not_leader, want 2", a.count(proto.TypeRouteLookup))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "second route lookup after not_leader",
+		func() bool { return a.count(proto.TypeRouteLookup) >= 2 })
 }

@@ -25,6 +25,7 @@ import (
 
 	"felix/client"
 	"felix/internal/testmain"
+	"felix/internal/testwait"
 	"felix/testbed/scenario"
 )
 
@@ -304,11 +305,5 @@ func stepCtx(t testing.TB) context.Context {
 // waitFor polls cond every 10 ms until it holds or the deadline passes (then Fatal).
 func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, within, what, cond)
 }

@@ -18,6 +18,7 @@ import (
 	"felix/core"
 	"felix/core/cache"
 	"felix/core/groups"
+	"felix/internal/testwait"
 	"felix/proto"
 	"felix/seglog"
 )
@@ -191,13 +192,7 @@ func TestProducerKeysWaitForTheirQuorumMark(t *testing.T) {
 // waitCond polls cond for up to 10 s.
 func waitCond(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within 10 s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, what, cond)
 }
 
 // groupCall runs one group call and waits for its done.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"felix/internal/testwait"
 	"felix/testbed/scenario"
 	"felix/testbed/supervisor"
 )
@@ -158,13 +159,5 @@ func call(ctx context.Context, t *testing.T, method, url, token string, body, ou
 // waitFor polls cond until it holds or d passed (then the test fails naming what).
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, d)
-		}
-		<-tick.C
-	}
+	testwait.Until(t, d, what, cond)
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"felix/cluster/meta"
+	"felix/internal/testwait"
 	"felix/testbed/scenario"
 	"felix/testbed/supervisor"
 )
@@ -221,13 +222,5 @@ func (f *fixture) open(ctx context.Context, b *brokerProc) (openShard, bool) {
 // what).
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, d)
-		}
-		<-tick.C
-	}
+	testwait.Until(t, d, what, cond)
 }

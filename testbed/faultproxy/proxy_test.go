@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"felix/clock/clocktest"
+	"felix/internal/testwait"
 )
 
 func TestCleanForwarding(t *testing.T) {
@@ -105,13 +106,7 @@ func TestRateCap(t *testing.T) {
 // a fake-clock step asynchronously.
 func waitProxy(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within 10 s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, what, cond)
 }
 
 func TestRateQueueBound(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"felix/cluster/meta/metaclient/metaclienttest"
 	"felix/cluster/meta/raftnode"
 	"felix/cluster/meta/rest"
+	"felix/internal/testwait"
 )
 
 const testToken = metaclienttest.Token
@@ -22,13 +23,7 @@ const testToken = metaclienttest.Token
 // waitFor waits for cond with a deadline (checking every few milliseconds).
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %s", what, d)
-		}
-		time.Sleep(2 * time.Millisecond) // polling a condition, bounded by the deadline
-	}
+	testwait.Until(t, d, what, cond)
 }
 
 // member starts a one-member control plane (metaclienttest: the real REST handler on a

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"felix/cluster/meta"
+	"felix/internal/testwait"
 )
 
 // cluster starts three members on in-memory transports, all bootstrapped
@@ -54,15 +55,7 @@ func start(t *testing.T, dirs []string) []*Node {
 // waitFor waits for cond with a deadline (checking every few milliseconds).
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %s", what, d)
-		}
-		<-tick.C
-	}
+	testwait.Until(t, d, what, cond)
 }
 
 func leader(t *testing.T, nodes []*Node) *Node {

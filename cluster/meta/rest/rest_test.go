@@ -15,6 +15,7 @@ import (
 
 	"felix/cluster/meta"
 	"felix/cluster/meta/raftnode"
+	"felix/internal/testwait"
 )
 
 const testToken = "test-token"
@@ -30,15 +31,7 @@ func tune(c *raft.Config) {
 // waitFor waits for cond with a deadline (checking every few milliseconds).
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %s", what, d)
-		}
-		<-tick.C
-	}
+	testwait.Until(t, d, what, cond)
 }
 
 // member starts a one-member group in a temp dir (bootstrapped unless
