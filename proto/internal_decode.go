@@ -96,6 +96,8 @@ func decodeControlKind(kind Kind, corr uint64, c *cursor) (m InternalMessage, ok
 		return h, true, err
 	case KindStorageHello, KindStorageHelloOk:
 		return decodeStorageHello(kind, corr, c)
+	case KindFencePosition, KindFencePositionOk:
+		return decodeFencePosition(kind, corr, c)
 	case KindNotLeader:
 		nl := &InternalNotLeader{CorrelationID: corr}
 		return nl, true, decodeNotLeaderRest(c, nl)

@@ -11,7 +11,7 @@ import (
 // seed's (seeds/internal-protocol.txt); the rest were assigned once by this project
 // (spec/internal-protocol-kinds.md §2 PROPOSED column, plus 28 and 29 for §8.10, and 30 and 31
 // for the idempotent-producer window's log, 32 and 33 for the storage identity in the
-// handshake) and are
+// handshake, 34 and 35 for the fence answer carrying the replica's position) and are
 // recorded in docs/internal-protocol.md. Existing kinds' body layouts are frozen.
 type Kind uint16
 
@@ -51,6 +51,8 @@ const (
 	KindReplicateProducerBootstrap   Kind = 31 // ReplicateBootstrap body, Log = LogProducers
 	KindStorageHello                 Kind = 32 // Hello body + u8[16] storage_id (issue 20, gap 4: #1281)
 	KindStorageHelloOk               Kind = 33 // HelloOk body + u8[16] storage_id
+	KindFencePosition                Kind = 34 // Fence body; answered by 35 (issue 20, gap 1)
+	KindFencePositionOk              Kind = 35 // FenceOk body + u64 last_generation
 )
 
 var kindNames = [...]string{
@@ -61,7 +63,7 @@ var kindNames = [...]string{
 	"ReplicateDeadLetterBootstrap", "ReplicateCounterRecords", "ReplicateCounterBootstrap",
 	"AuthorizedForwardPublish", "AuthorizedForwardCacheOp", "ReplicateRebuild", "Fence", "FenceOk", "Error",
 	"IdempotentForwardPublish", "ForwardPublishDuplicate", "ReplicateProducerRecords",
-	"ReplicateProducerBootstrap", "StorageHello", "StorageHelloOk",
+	"ReplicateProducerBootstrap", "StorageHello", "StorageHelloOk", "FencePosition", "FencePositionOk",
 }
 
 // String returns the kind's name, or "Kind(n)" for an unknown kind.

@@ -50,6 +50,9 @@ func sampleInternal() map[Kind]InternalMessage {
 		&ForwardPublishDuplicate{CorrelationID: 129, FirstOffset: 10, LastOffset: 11},
 		&StorageHello{CorrelationID: 130, NodeID: []byte("broker-1"), StorageID: [StorageIDSize]byte{1}},
 		&StorageHelloOk{CorrelationID: 131, NodeID: []byte("broker-2"), StorageID: [StorageIDSize]byte{2}},
+		&FencePosition{Fence: Fence{CorrelationID: 132, Shard: sh, Log: LogStream, Generation: 12}},
+		&FencePositionOk{FenceOk: FenceOk{CorrelationID: 133, Log: LogProducers, Generation: 12, DurableOffset: 2126},
+			LastGeneration: 11},
 	}
 	for l := LogStream; l <= LogLast; l++ {
 		r := &ReplicateRecords{Log: l, CorrelationID: 200 + uint64(l), Shard: sh, Epoch: 4, FirstOffset: 50, Payloads: [][]byte{[]byte("x"), {}}}

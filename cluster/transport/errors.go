@@ -101,7 +101,7 @@ func Refusal(kind proto.Kind, corr uint64, code proto.InternalCode) proto.Intern
 		return &proto.ForwardPublishError{CorrelationID: corr, Code: code}
 	case proto.KindForwardCacheOp, proto.KindAuthorizedForwardCacheOp:
 		return &proto.ForwardCacheError{CorrelationID: corr, Code: code}
-	case proto.KindReplicateRebuild, proto.KindFence:
+	case proto.KindReplicateRebuild, proto.KindFence, proto.KindFencePosition:
 		return &proto.ReplicateError{CorrelationID: corr, Code: code}
 	}
 	for l := proto.LogStream; l <= proto.LogLast; l++ {

@@ -48,6 +48,7 @@ func TestRefusalHasTheRequestsShape(t *testing.T) {
 		proto.KindReplicateCounterRecords:  proto.KindReplicateError,
 		proto.KindReplicateBootstrap:       proto.KindReplicateError,
 		proto.KindFence:                    proto.KindReplicateError,
+		proto.KindFencePosition:            proto.KindReplicateError,
 		proto.KindHello:                    proto.KindError,
 	} {
 		m := Refusal(kind, 9, proto.InternalOverload)

@@ -43,7 +43,7 @@ func putWaiter(w chan proto.InternalMessage) { waiters.Put(w) }
 var scalarAnswerKinds = []proto.Kind{
 	proto.KindForwardPublishOk, proto.KindForwardPublishDuplicate, proto.KindForwardPublishError,
 	proto.KindForwardCacheError, proto.KindReplicateOk, proto.KindReplicateError,
-	proto.KindUnsupportedKind, proto.KindFenceOk, proto.KindError,
+	proto.KindUnsupportedKind, proto.KindFenceOk, proto.KindFencePositionOk, proto.KindError,
 }
 
 var scalarAnswers = func() (t [256]bool) {

@@ -14,7 +14,7 @@ import (
 func TestScalarAnswersHoldNoBytes(t *testing.T) {
 	msgs := []proto.InternalMessage{&proto.ForwardPublishOk{}, &proto.ForwardPublishDuplicate{},
 		&proto.ForwardPublishError{}, &proto.ForwardCacheError{}, &proto.ReplicateOk{}, &proto.ReplicateError{},
-		&proto.UnsupportedKind{}, &proto.FenceOk{}, &proto.InternalError{}}
+		&proto.UnsupportedKind{}, &proto.FenceOk{}, &proto.FencePositionOk{}, &proto.InternalError{}}
 	var kinds []proto.Kind
 	for _, m := range msgs {
 		kinds = append(kinds, m.Kind())
