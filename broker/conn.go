@@ -152,8 +152,13 @@ type session struct {
 	codes       bool   // client listed "error_codes"
 	routing     bool   // client listed "routing_keys": publish_ok carries shard
 	buffers     chan []byte
-	ops         chan *pubOp
-	inflight    sync.WaitGroup
+	// pooled is the bytes held by buffers (release runs on core goroutines, so atomic);
+	// bufferSize is the size new read buffers get: the largest frame read so far (up to
+	// pooledBufferMaxBytes) rounded up to 4 KiB, so one pool serves every frame in use.
+	pooled     atomic.Int64
+	bufferSize int
+	ops        chan *pubOp
+	inflight   sync.WaitGroup
 	// frameCharge is the budget charged for the frame being handled; a publish handed to
 	// the engine takes it over (released by the completion), the rest is released after
 	// the frame.
@@ -164,11 +169,16 @@ type session struct {
 }
 
 // A session keeps up to sessionBuffers read buffers of at most pooledBufferMaxBytes each
-// for reuse (at most 1 MiB per stream); larger frames get a buffer of their own.
+// for reuse, holding at most sessionPoolBytes in all (2 MiB per stream: 16 buffers of a
+// 64 × 1 KiB publish frame, 66 KiB, fit); larger frames get a buffer of their own. Read
+// buffers are sized for the largest frame the stream carried (a 64 KiB limit made every
+// 64 × 1 KiB frame allocate: issue 22, docs/bench/perf.md).
 const (
 	sessionOps           = 64
 	sessionBuffers       = 16
-	pooledBufferMaxBytes = 64 << 10
+	pooledBufferMaxBytes = 1 << 20
+	sessionPoolBytes     = 2 << 20
+	bufferRound          = 4 << 10
 )
 
 func newSession(h *connHandler, in readStream, out *quic.Stream, uni bool) *session {
@@ -195,7 +205,7 @@ func (s *session) run() {
 		if !s.acquire(n) {
 			break
 		}
-		body, err := fr.ReadBody(hdr, s.getBuffer())
+		body, err := fr.ReadBody(hdr, s.getBuffer(hdr.Length))
 		if err != nil {
 			s.release(n, nil)
 			protocolErr = s.readFailed(err)
@@ -261,21 +271,39 @@ func (s *session) acquire(n int64) bool {
 func (s *session) release(n int64, buf []byte) {
 	s.h.s.global.Release(n)
 	s.h.budget.Release(n)
-	if buf != nil && cap(buf) <= pooledBufferMaxBytes {
-		select {
-		case s.buffers <- buf[:0]:
-		default:
+	c := int64(cap(buf))
+	if buf == nil || c > pooledBufferMaxBytes || s.pooled.Add(c) > sessionPoolBytes {
+		if buf != nil {
+			s.pooled.Add(-c)
 		}
+		return
+	}
+	select {
+	case s.buffers <- buf[:0]:
+	default:
+		s.pooled.Add(-c)
 	}
 }
 
-func (s *session) getBuffer() []byte {
+// getBuffer returns a read buffer for a body of n bytes: a pooled one when it fits, else a
+// new one of the size the stream's largest frame needs (reader goroutine only). A pooled
+// buffer too small for n is dropped: the pool converges on buffers of the largest size.
+func (s *session) getBuffer(n uint32) []byte {
+	if n > pooledBufferMaxBytes {
+		return nil // ReadBody allocates exactly n; release does not pool it
+	}
+	if size := (int(n) + bufferRound - 1) &^ (bufferRound - 1); size > s.bufferSize {
+		s.bufferSize = size
+	}
 	select {
 	case b := <-s.buffers:
-		return b
+		s.pooled.Add(-int64(cap(b)))
+		if uint32(cap(b)) >= n {
+			return b
+		}
 	default:
-		return nil
 	}
+	return make([]byte, 0, s.bufferSize)
 }
 
 // closeRequested reports that a uni stream received something it may not carry.
