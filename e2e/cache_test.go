@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"felix/testbed/corpus"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -45,7 +46,7 @@ type counterModel struct{ acked, indeterminate int64 }
 // a per-directory counter incremented, while the broker is SIGKILLed; then every key and
 // counter is checked against the model. Put and CounterAdd are never re-sent (a lost
 // answer is indeterminate: the model accepts either outcome for exactly those keys).
-func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin string, c *corpus) string {
+func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin string, c *corpus.Corpus) string {
 	dir := t.TempDir()
 	b := newBroker(t, brokerBin, dir)
 	if err := b.start(ctx); err != nil {
@@ -65,11 +66,11 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 	}
 	defer cl.Close()
 
-	puts := make([]outcome, len(c.files))
+	puts := make([]outcome, len(c.Files))
 	counters := map[string]*counterModel{}
-	for _, f := range c.files {
-		if counters[filepath.Dir(f.path)] == nil {
-			counters[filepath.Dir(f.path)] = &counterModel{}
+	for _, f := range c.Files {
+		if counters[filepath.Dir(f.Path)] == nil {
+			counters[filepath.Dir(f.Path)] = &counterModel{}
 		}
 	}
 	var mu sync.Mutex
@@ -78,23 +79,23 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 	began := time.Now()
 	var writeTime time.Duration
 	writing := true
-	wl := &workload{total: int64(len(c.files))}
-	tr := &pubTrack{epoch: &wl.epoch, stamps: make([]stamp, len(c.files))}
+	wl := &workload{total: int64(len(c.Files))}
+	tr := &pubTrack{epoch: &wl.epoch, stamps: make([]stamp, len(c.Files))}
 	for range cacheWorkers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				f := &c.files[i]
+				f := &c.Files[i]
 				octx, cancel := context.WithTimeout(ctx, 20*time.Second)
 				tr.sent(i)
-				perr := cl.Put(octx, cacheName, f.path, []byte(hex.EncodeToString(f.sum[:])), cacheTTL)
-				_, cerr := cl.CounterAdd(octx, cacheName, filepath.Dir(f.path), 1)
+				perr := cl.Put(octx, cacheName, f.Path, []byte(hex.EncodeToString(f.Sum[:])), cacheTTL)
+				_, cerr := cl.CounterAdd(octx, cacheName, filepath.Dir(f.Path), 1)
 				cancel()
 				tr.answered(i)
 				mu.Lock()
 				puts[i] = classify(perr)
-				m := counters[filepath.Dir(f.path)]
+				m := counters[filepath.Dir(f.Path)]
 				switch classify(cerr) {
 				case outAcked:
 					m.acked++
@@ -106,7 +107,7 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 		}()
 	}
 	go func() {
-		for i := range c.files {
+		for i := range c.Files {
 			select {
 			case jobs <- i:
 			case <-ctx.Done():
@@ -122,7 +123,7 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 		starts, kills, _ := b.stats()
 		mu.Lock()
 		defer mu.Unlock()
-		return fmt.Sprintf("cache: %d of %d files written, %d kills, %d starts", tr.completed.Load(), len(c.files), kills, starts)
+		return fmt.Sprintf("cache: %d of %d files written, %d kills, %d starts", tr.completed.Load(), len(c.Files), kills, starts)
 	})
 	defer stopLog()
 	wl.completed, wl.inflight = tr.completed.Load, tr.inflight.Load
@@ -146,22 +147,22 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 
 	// Check every key and counter (Get and CounterGet are safe to re-send).
 	var acked, ackedOK, lost, wrong, indet, indetFound, refused, refusedFound int
-	for i, f := range c.files {
+	for i, f := range c.Files {
 		var v []byte
 		var found bool
 		var err error
 		for attempt := 0; attempt < 5; attempt++ {
 			gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			v, found, err = cl.Get(gctx, cacheName, f.path)
+			v, found, err = cl.Get(gctx, cacheName, f.Path)
 			cancel()
 			if err == nil {
 				break
 			}
 		}
 		if err != nil {
-			t.Fatalf("get %s: %v", f.path, err)
+			t.Fatalf("get %s: %v", f.Path, err)
 		}
-		want := []byte(hex.EncodeToString(f.sum[:]))
+		want := []byte(hex.EncodeToString(f.Sum[:]))
 		if found && !bytes.Equal(v, want) {
 			wrong++
 			continue
@@ -252,7 +253,7 @@ func runCache(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin s
 	t.Logf("cache: operations in flight at each counted kill %v; of them acknowledged puts %v", kl.inflight, ackedAt)
 	tb.WriteString(kl.rows("cache writes", cfg.kills, ackedAt))
 	secs := writeTime.Seconds()
-	fmt.Fprintf(&tb, "| write throughput with the kills (put + counter add per file) | %.0f files/s over %.1f s | |\n", float64(len(c.files))/secs, secs)
+	fmt.Fprintf(&tb, "| write throughput with the kills (put + counter add per file) | %.0f files/s over %.1f s | |\n", float64(len(c.Files))/secs, secs)
 
 	if lost > 0 || wrong > 0 || refusedFound > 0 {
 		t.Errorf("cache model violated: %d lost, %d wrong values, %d refused puts found", lost, wrong, refusedFound)

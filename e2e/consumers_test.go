@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"felix/testbed/corpus"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,13 +17,13 @@ const tenant, namespace = "default", "default"
 // index maps a record key to its corpus entry.
 type index struct {
 	byPath map[string]int32
-	files  []file
+	files  []corpus.File
 }
 
-func newIndex(files []file) *index {
+func newIndex(files []corpus.File) *index {
 	ix := &index{byPath: make(map[string]int32, len(files)), files: files}
 	for i, f := range files {
-		ix.byPath[f.path] = int32(i)
+		ix.byPath[f.Path] = int32(i)
 	}
 	return ix
 }
@@ -30,12 +31,12 @@ func newIndex(files []file) *index {
 // lookup returns the corpus entry of a delivered payload, or -1 when it is not a record
 // some publisher sent (unknown key, or content whose SHA-256 differs).
 func (ix *index) lookup(p []byte) int32 {
-	key, content, err := decodeRecord(p)
+	key, content, err := corpus.DecodeRecord(p)
 	if err != nil {
 		return -1
 	}
 	i, ok := ix.byPath[string(key)]
-	if !ok || sha256.Sum256(content) != ix.files[i].sum {
+	if !ok || sha256.Sum256(content) != ix.files[i].Sum {
 		return -1
 	}
 	return i

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"felix/testbed/corpus"
 	"fmt"
 	"io"
 	"os"
@@ -95,12 +96,12 @@ func TestCrashCorpus(t *testing.T) {
 	brokerBin, cliBin := buildBinaries(ctx, t, t.TempDir())
 	c := loadCorpus(t, corpusRoots(t), cfg.files, maxPayload)
 	t.Logf("corpus: %d files listed, %d used (%.1f MiB), %d above %d bytes skipped, %d unreadable",
-		c.scanned, len(c.files), float64(c.bytes)/(1<<20), c.skipped, maxPayload, c.unreadable)
+		c.Scanned, len(c.Files), float64(c.Bytes)/(1<<20), c.Skipped, maxPayload, c.Unreadable)
 
 	var report strings.Builder
 	fmt.Fprintf(&report, "Run of %s: FELIX_E2E_FILES=%d FELIX_E2E_KILLS=%d; corpus %d files listed, %d used (%.1f MiB), "+
 		"%d skipped above %d bytes, %d unreadable.\n\n", time.Now().UTC().Format(time.RFC3339), cfg.files, cfg.kills,
-		c.scanned, len(c.files), float64(c.bytes)/(1<<20), c.skipped, maxPayload, c.unreadable)
+		c.Scanned, len(c.Files), float64(c.Bytes)/(1<<20), c.Skipped, maxPayload, c.Unreadable)
 	// The three phases run at once, each on its own broker and data dir, each bounded by
 	// the whole budget: their kills and restarts overlap (the machine has 2 cores), so the
 	// throughput figures are under that shared load.
@@ -223,8 +224,8 @@ func (p *pubTrack) answered(i int) {
 // per-batch acks, offsets requested. A refused batch (nothing applied) is published again
 // as new records, up to 5 times; an indeterminate one is only ever re-sent by the SDK's
 // idempotent producer with its original request id.
-func publishAll(ctx context.Context, cl *client.Client, c *corpus, workers int, tr *pubTrack) ([]pubResult, error) {
-	results := make([]pubResult, len(c.files))
+func publishAll(ctx context.Context, cl *client.Client, c *corpus.Corpus, workers int, tr *pubTrack) ([]pubResult, error) {
+	results := make([]pubResult, len(c.Files))
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -245,7 +246,7 @@ func publishAll(ctx context.Context, cl *client.Client, c *corpus, workers int, 
 			defer wg.Done()
 			defer close(waits)
 			for i := range jobs {
-				payload, err := readRecord(&c.files[i])
+				payload, err := corpus.ReadRecord(&c.Files[i])
 				if err != nil {
 					// Changed or removed since it was listed (a package installed meanwhile):
 					// never published, so it must never be delivered.
@@ -259,7 +260,7 @@ func publishAll(ctx context.Context, cl *client.Client, c *corpus, workers int, 
 					tr.answered(i)
 					mu.Lock()
 					if firstErr == nil {
-						firstErr = fmt.Errorf("publish %s: %w", c.files[i].path, err)
+						firstErr = fmt.Errorf("publish %s: %w", c.Files[i].Path, err)
 					}
 					mu.Unlock()
 					return
@@ -288,7 +289,7 @@ func publishAll(ctx context.Context, cl *client.Client, c *corpus, workers int, 
 			cancel()
 		}()
 	}
-	for i := range c.files {
+	for i := range c.Files {
 		select {
 		case jobs <- i:
 		case <-ctx.Done():
@@ -312,7 +313,7 @@ func publishAll(ctx context.Context, cl *client.Client, c *corpus, workers int, 
 			return results, err
 		}
 		for _, i := range again {
-			payload, err := readRecord(&c.files[i])
+			payload, err := corpus.ReadRecord(&c.Files[i])
 			if err != nil {
 				results[i].outcome = outSkipped
 				continue
@@ -404,7 +405,7 @@ func dial(ctx context.Context, b *broker, extra ...client.Option) (*client.Clien
 }
 
 // runStream is one stream phase on one I/O backend; it returns the result table.
-func runStream(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin string, c *corpus, backend string) string {
+func runStream(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin string, c *corpus.Corpus, backend string) string {
 	dir := t.TempDir()
 	b := newBroker(t, brokerBin, dir, "FELIX_IO_BACKEND="+backend)
 	if err := b.start(ctx); err != nil {
@@ -417,7 +418,7 @@ func runStream(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin 
 	if _, err := adm.CreateStream(ctx, client.StreamInfo{Name: streamName, Shards: shards, Durable: true, Delivery: "AtLeastOnce"}); err != nil {
 		t.Fatalf("create stream: %v", err)
 	}
-	ix := newIndex(c.files)
+	ix := newIndex(c.Files)
 
 	cl, err := dial(ctx, b)
 	if err != nil {
@@ -457,8 +458,8 @@ func runStream(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin 
 
 	// Publish while the killer runs.
 	var pubDone sync.WaitGroup
-	wl := &workload{total: int64(len(c.files))}
-	tr := &pubTrack{epoch: &wl.epoch, stamps: make([]stamp, len(c.files))}
+	wl := &workload{total: int64(len(c.Files))}
+	tr := &pubTrack{epoch: &wl.epoch, stamps: make([]stamp, len(c.Files))}
 	var results []pubResult
 	var pubErr error
 	var publishing = true
@@ -480,7 +481,7 @@ func runStream(ctx context.Context, t *testing.T, cfg config, brokerBin, cliBin 
 			at[s] = sub.next.Load()
 		}
 		return fmt.Sprintf("%s: %d of %d files published, %d kills, %d starts, subscribers at %v, group delivered %d offsets",
-			backend, tr.completed.Load(), len(c.files), kills, starts, at, grp.delivered())
+			backend, tr.completed.Load(), len(c.Files), kills, starts, at, grp.delivered())
 	})
 	defer stopLog()
 	wl.completed, wl.inflight = tr.completed.Load, tr.inflight.Load
@@ -598,10 +599,10 @@ type streamStats struct {
 	ackedInflight                          []int // per counted kill: acknowledged files in flight at it
 }
 
-func accountStream(c *corpus, results []pubResult, subs []*shardSub, grp *groupState, end []uint64) *streamStats {
+func accountStream(c *corpus.Corpus, results []pubResult, subs []*shardSub, grp *groupState, end []uint64) *streamStats {
 	st := &streamStats{}
-	count := make([]int, len(c.files))
-	shardOf := make([]int8, len(c.files))        // shard of the first copy; -1 = copies in several shards
+	count := make([]int, len(c.Files))
+	shardOf := make([]int8, len(c.Files))        // shard of the first copy; -1 = copies in several shards
 	where := make([]map[uint64]int32, len(subs)) // per shard: offset → corpus index
 	for s, sub := range subs {
 		where[s] = map[uint64]int32{}
@@ -634,7 +635,7 @@ func accountStream(c *corpus, results []pubResult, subs []*shardSub, grp *groupS
 		switch r.outcome {
 		case outAcked:
 			st.acked++
-			st.ackedBytes += c.files[i].size
+			st.ackedBytes += c.Files[i].Size
 			if r.duplicate {
 				st.dupAcks++
 			}
