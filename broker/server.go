@@ -216,14 +216,18 @@ func (s *Server) openEngine() error {
 
 // bindListeners loads TLS and binds the QUIC and HTTP listeners (nothing is served until Run).
 func (s *Server) bindListeners() error {
-	cert, generated, err := netq.LoadCertificate(s.cfg.TLSCertFile, s.cfg.TLSKeyFile, time.Now())
+	// The self-signed certificate is kept in the data dir (netq.SelfSignedFile), so a pinned
+	// fingerprint survives restarts; a new one is written once the listeners are bound.
+	bc, err := netq.LoadBrokerCertificate(s.cfg.TLSCertFile, s.cfg.TLSKeyFile, s.cfg.DataDir, time.Now())
 	if err != nil {
 		return err
 	}
+	cert := bc.Certificate
 	s.cert = cert
 	fp := netq.Fingerprint(cert.Certificate[0])
-	if generated {
-		s.log.Warn("TLS: self-signed development certificate (set FELIX_TLS_CERT and FELIX_TLS_KEY in production)", "fingerprint_sha256", fp)
+	if bc.Origin != netq.CertFromFiles {
+		s.log.Warn("TLS: self-signed development certificate (set FELIX_TLS_CERT and FELIX_TLS_KEY in production)",
+			"fingerprint_sha256", fp, "kept_in", bc.Path(), "new", bc.Origin == netq.CertMade)
 	} else {
 		s.log.Info("TLS: certificate loaded", "cert", s.cfg.TLSCertFile, "fingerprint_sha256", fp)
 	}
@@ -253,7 +257,7 @@ func (s *Server) bindListeners() error {
 	if err != nil {
 		return fmt.Errorf("broker: FELIX_BROKER_METRICS_BIND=%s: %w", s.cfg.MetricsBind, err)
 	}
-	return nil
+	return bc.Keep()
 }
 
 // serveHTTP builds the ops and admin handlers (after the catalog and auth are open).

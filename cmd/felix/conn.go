@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quic-go/quic-go"
+
 	"felix/client"
 )
 
@@ -168,6 +170,9 @@ func classify(err error) error {
 		ae *client.AdminError
 	)
 	switch {
+	case certificateRefused(err):
+		// a pin mismatch or an untrusted certificate: bad configuration, retrying cannot help
+		return withKind(ErrUnauthorized, err)
 	case errors.Is(err, client.ErrInvalidArgument), errors.As(err, &ae) && ae.Status == http.StatusBadRequest:
 		return withKind(ErrUsage, err)
 	case errors.As(err, &ae) && (ae.Code == "overloaded" || ae.Code == "shard_unavailable"):
@@ -188,4 +193,17 @@ func classify(err error) error {
 		return withKind(ErrUnavailable, err)
 	}
 	return err
+}
+
+// certificateRefused reports whether err is this side's TLS handshake refusing the
+// broker's certificate (a QUIC CRYPTO_ERROR we raised with a certificate alert: 42
+// bad_certificate through 46 certificate_unknown, 48 unknown_ca) — a --fingerprint that
+// does not match, or a certificate the system roots do not trust. docs/cli.md: exit 4.
+func certificateRefused(err error) bool {
+	var te *quic.TransportError
+	if !errors.As(err, &te) || te.Remote || !te.ErrorCode.IsCryptoError() {
+		return false
+	}
+	alert := uint64(te.ErrorCode) - 0x100
+	return (alert >= 42 && alert <= 46) || alert == 48
 }
