@@ -55,9 +55,12 @@ var (
 	ErrProtocol = errors.New("felix: protocol violation by the broker")
 )
 
-// ServerError is a definite refusal from the broker: an error or publish_error message, or
-// a binary error ack (spec §6, §5.3, §8.7). errors.Is matches ErrRefused and the sentinel
-// of Code (ErrOverloaded for "overloaded", ...).
+// ServerError is an error answer from the broker: an error or publish_error message, or
+// a binary error ack (spec §6, §5.3, §8.7). errors.Is matches the sentinel of Code
+// (ErrOverloaded for "overloaded", ...) and, for every code but "indeterminate", ErrRefused:
+// a definite refusal, nothing applied. Code "indeterminate" (a forward whose answer was lost,
+// an error the broker could not classify) matches ErrIndeterminate only: the request may have
+// been applied, so a caller that re-sent it as new on ErrRefused would apply it twice.
 type ServerError struct {
 	Code    proto.ErrorCode // "" when the broker sent none (v1); then classified by Message
 	Message string
@@ -74,7 +77,7 @@ func (e *ServerError) Error() string {
 // Is matches ErrRefused and the sentinel of the error code.
 func (e *ServerError) Is(target error) bool {
 	if target == ErrRefused {
-		return true
+		return e.Code != proto.CodeIndeterminate
 	}
 	s := sentinelFor(e.Code, e.Message)
 	return s != nil && s == target

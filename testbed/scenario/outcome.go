@@ -12,8 +12,8 @@ import (
 // every call whose errors are definite in the same way) to a history outcome:
 //
 //   - nil: history.OK;
-//   - ErrIndeterminate (also a broker's "indeterminate" answer, which matches
-//     ErrRefused too): history.Info — it may have been applied;
+//   - ErrIndeterminate (also a broker's "indeterminate" answer, which is not
+//     ErrRefused): history.Info — it may have been applied;
 //   - a definite refusal (client.ErrRefused: the one attempt was refused),
 //     ErrShardUnavailable without a broker answer (the SDK's "request not sent"),
 //     ErrInvalidArgument (refused before sending), ErrUnsupported: history.Fail;
