@@ -1,0 +1,3 @@
+package upgrade
+
+type cpProc struct{}
