@@ -460,13 +460,7 @@ func (a *Admin) getStream(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	if a.Damage != nil {
-		if d := a.Damage(t, ns, name); len(d) > 0 {
-			writeJSON(w, http.StatusOK, describedStream{Stream: got, Damaged: d})
-			return
-		}
-	}
-	writeJSON(w, http.StatusOK, got)
+	writeJSON(w, http.StatusOK, a.describe(got)) // admin_describe.go
 }
 
 // streamPatch holds the fields PATCH may name (spec/auth.md §1): delivery, and retention

@@ -117,6 +117,23 @@ type StreamInfo struct {
 	// Damaged lists the shards whose log holds damage on the broker answering (issue 23;
 	// docs/operations.md "Storage faults"); empty when none.
 	Damaged []ShardDamage `json:"damaged,omitempty"`
+	// ShardStats is each shard's retained range and size on the broker answering
+	// (DescribeStream only; issue 23 item 5): see ShardStats.
+	ShardStats []ShardStats `json:"shard_stats,omitempty"`
+}
+
+// ShardStats is one shard of a stream as DescribeStream shows it (StreamInfo.ShardStats):
+// the oldest retained offset and the last committed one (nil while the shard is empty),
+// the offsets held between them (Records; generation-start records included) and the
+// record log's segment bytes (what retention bounds; 0 in memory). Open is false for a
+// shard not open on the broker answering.
+type ShardStats struct {
+	Shard       int     `json:"shard"`
+	Open        bool    `json:"open"`
+	FirstOffset *uint64 `json:"first_offset,omitempty"`
+	LastOffset  *uint64 `json:"last_offset,omitempty"`
+	Records     uint64  `json:"records"`
+	Bytes       int64   `json:"bytes"`
 }
 
 // ShardDamage is one damaged shard of a stream (StreamInfo.Damaged): the segment file

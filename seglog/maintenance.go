@@ -175,6 +175,17 @@ func (l *Log) dropBefore(s *segment) error {
 	return l.removeSegments(old)
 }
 
+// Bytes is the size of the log's segments in bytes, the active one up to its
+// last staged record (preallocated space not counted): the figure
+// RetentionBytes bounds. Owner goroutine only.
+func (l *Log) Bytes() int64 {
+	var total int64
+	for _, s := range l.segs {
+		total += s.size
+	}
+	return total
+}
+
 // EnforceRetention deletes whole sealed segments from the head while the log
 // holds more than RetentionBytes, or while the head segment's newest record is
 // older than now − RetentionAge (spec §5 retention). The active segment is
@@ -184,10 +195,7 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 	if l.closed || l.failed != nil || (l.opts.RetentionBytes == 0 && l.opts.RetentionAge == 0) {
 		return 0, nil
 	}
-	var total int64
-	for _, s := range l.segs {
-		total += s.size
-	}
+	total := l.Bytes()
 	cutoff := now.Add(-l.opts.RetentionAge).UnixMicro()
 	n := 0
 	for n < len(l.segs)-1 && l.segs[n].sealed {

@@ -142,6 +142,9 @@ func (a *app) streamDescribe() *cobra.Command {
 			fmt.Fprintf(tw, "consistency:\t%s\n", s.Consistency)
 			fmt.Fprintf(tw, "delivery:\t%s\n", s.Delivery)
 			fmt.Fprintf(tw, "retention:\t%s\n", retentionText(s.Retention))
+			for _, st := range s.ShardStats { // issue 23 item 5
+				fmt.Fprintf(tw, "shard %d:\t%s\n", st.Shard, shardStatsText(st))
+			}
 			for _, d := range s.Damaged { // issue 23: docs/operations.md "Storage faults"
 				state := "serving around it"
 				if !d.Readable {
@@ -153,6 +156,17 @@ func (a *app) streamDescribe() *cobra.Command {
 			return tw.Flush()
 		},
 	}
+}
+
+// shardStatsText is one shard's line of stream describe: its offsets, records and bytes.
+func shardStatsText(st client.ShardStats) string {
+	switch {
+	case !st.Open:
+		return "not open on this broker"
+	case st.FirstOffset == nil || st.LastOffset == nil:
+		return fmt.Sprintf("empty, %d bytes", st.Bytes)
+	}
+	return fmt.Sprintf("offsets %d..%d, %s, %d bytes", *st.FirstOffset, *st.LastOffset, plural(st.Records, "record"), st.Bytes)
 }
 
 func retentionText(r client.Retention) string {
