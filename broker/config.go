@@ -110,6 +110,9 @@ type Config struct {
 	Auth       bool   // FELIX_AUTH: on (default) or off
 	AutoCreate bool   // FELIX_AUTO_CREATE: create unknown streams/caches on first use
 	ReadyFile  string // FELIX_READY_FILE: JSON with bound addresses, written once ready
+	// Pprof serves /debug/pprof/ on the HTTP listener (FELIX_PPROF, off by default; with
+	// auth on it needs an admin token: tenant.manage on tenant:default). Issue 23 item 7.
+	Pprof bool
 
 	// Broker-internal transport (config_cluster.go).
 	ClusterConfig
@@ -198,7 +201,7 @@ func settings() []setting {
 	a, b := addr(func(c *Config) *string { return &c.QUICBind })
 	add("FELIX_QUIC_BIND", "quic-bind", "0.0.0.0:5000", "client QUIC listener (UDP host:port; port 0 picks one)", a, b)
 	a, b = addr(func(c *Config) *string { return &c.MetricsBind })
-	add("FELIX_BROKER_METRICS_BIND", "metrics-bind", "0.0.0.0:8080", "HTTP: /live /ready /metrics /replication/halted /debug/pprof and the admin API /v1/...", a, b)
+	add("FELIX_BROKER_METRICS_BIND", "metrics-bind", "0.0.0.0:8080", "HTTP: /live /ready /metrics /replication/halted (no token: keep it off untrusted networks), the admin API /v1/... and, with FELIX_PPROF, /debug/pprof", a, b)
 	a, b = integer(func(c *Config) *uint32 { return &c.MaxFrameBytes }, 0, 1<<30)
 	add("FELIX_MAX_FRAME_BYTES", "max-frame-bytes", "16777216", "max frame payload bytes (0 = 16 MiB)", a, b)
 	a, b = boolean(func(c *Config) *bool { return &c.AckOnCommit })
@@ -273,6 +276,8 @@ func settings() []setting {
 	add("FELIX_AUTO_CREATE", "auto-create", "false", "create unknown streams/caches on first use (development)", a, b)
 	a, b = str(func(c *Config) *string { return &c.ReadyFile })
 	add("FELIX_READY_FILE", "ready-file", "", "write bound addresses as JSON here once ready", a, b)
+	a, b = boolean(func(c *Config) *bool { return &c.Pprof })
+	add("FELIX_PPROF", "pprof", "false", "serve /debug/pprof/ on the HTTP listener (with auth on: admin token only)", a, b)
 	return append(s, clusterSettings()...)
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/pprof"
 	"syscall"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -56,7 +55,7 @@ func newServerMetrics(set *metrics.Set) serverMetrics {
 //	                         503 "draining" after SIGTERM (and before ready)
 //	GET /metrics             Prometheus text: broker, engine and Go runtime metrics
 //	GET /replication/halted  JSON list of halted replicas (replicate.go): [] on a single node
-//	/debug/pprof/...         Go profiler
+//	/debug/pprof/...         Go profiler, only with FELIX_PPROF (admin token: admin_pprof.go)
 func (s *Server) registerOps(mux *http.ServeMux) {
 	mux.HandleFunc("GET /live", func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, "ok\n")
@@ -82,11 +81,7 @@ func (s *Server) registerOps(mux *http.ServeMux) {
 	mux.HandleFunc("GET /replication/halted", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.repl.haltedList()) // replicate.go
 	})
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	s.registerPprof(mux) // admin_pprof.go: only with FELIX_PPROF
 }
 
 // writeDamaged is /ready's detail (issue 23): one line per stream or cache shard whose log

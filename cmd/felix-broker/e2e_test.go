@@ -356,8 +356,8 @@ func TestOpsEndpointsAndPrintConfig(t *testing.T) {
 			t.Fatalf("%s: %d %q", path, resp.StatusCode, body)
 		}
 	}
-	if resp, err := http.Get("http://" + b.info.HTTPAddr + "/debug/pprof/"); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("pprof: %v", err)
+	if resp, err := http.Get("http://" + b.info.HTTPAddr + "/debug/pprof/"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("pprof without FELIX_PPROF: %v, want 404", err) // issue 23 item 7: off by default
 	}
 
 	cmd := exec.Command(brokerBin, "--print-config", "--quic-bind", "127.0.0.1:7001")
