@@ -83,10 +83,21 @@ func BenchmarkSeqWrite1MiB(b *testing.B) {
 	}
 }
 
-// BenchmarkWriteFdatasync4KiB measures a 4 KiB O_DIRECT write linked to an
-// fdatasync at depth 1 on blocks written before, reporting p50/p99 in µs
+// BenchmarkWriteFdatasync4KiB measures one durable 4 KiB O_DIRECT commit at
+// depth 1 on blocks written before, reporting p50/p99 in µs, three ways
+// (CommitStyle): a write linked to an fdatasync in one submission, the write
+// then the fdatasync as two round trips, and one RWF_DSYNC write
 // (design/NOTES.md: fio sees p50 90 µs, p99 183 µs for the fdatasync).
 func BenchmarkWriteFdatasync4KiB(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		style CommitStyle
+	}{{"linked", CommitLinked}, {"separate", CommitSeparate}, {"dsync", CommitDSync}} {
+		b.Run(c.name, func(b *testing.B) { benchCommit(b, c.style) })
+	}
+}
+
+func benchCommit(b *testing.B, style CommitStyle) {
 	forEachBackendB(b, func(b *testing.B, r Ring) {
 		f, _, err := openScratch(benchDir(b))
 		if err != nil {
@@ -105,7 +116,7 @@ func BenchmarkWriteFdatasync4KiB(b *testing.B) {
 		samples := make([]time.Duration, 0, b.N)
 		b.ReportAllocs()
 		b.ResetTimer()
-		samples, err = syncWrites(r, int32(f.Fd()), buf[:syncChunk], time.Hour, samples)
+		samples, err = commitRounds(r, int32(f.Fd()), buf[:syncChunk], style, time.Hour, samples)
 		if err != nil {
 			b.Fatal(err)
 		}

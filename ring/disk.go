@@ -192,24 +192,39 @@ func seqWrite(r Ring, fd int32, buf []byte, depth int, d time.Duration, maxWrite
 	return float64(done) / time.Since(start).Seconds(), nil
 }
 
+// CommitStyle is how one durable commit reaches the disk: the three ways
+// measured side by side by BenchmarkWriteFdatasync4KiB (docs/bench/ring.md).
+type CommitStyle uint8
+
+const (
+	// CommitLinked: one submission of a write linked (Op.Link) to an fdatasync.
+	CommitLinked CommitStyle = iota
+	// CommitSeparate: the write, its completion, then the fdatasync and its
+	// completion (two round trips through the ring: seglog's path before issue 22).
+	CommitSeparate
+	// CommitDSync: one RWF_DSYNC write (Op.DSync), no fdatasync.
+	CommitDSync
+)
+
 // syncWrites runs 4 KiB write + fdatasync rounds (linked, depth 1) for about
 // d (or until samples is full) over the 16 MiB region prewrite wrote,
 // appending each round's latency to samples.
 func syncWrites(r Ring, fd int32, block []byte, d time.Duration, samples []time.Duration) ([]time.Duration, error) {
+	return commitRounds(r, fd, block, CommitLinked, d, samples)
+}
+
+// commitRounds is syncWrites with the commit style chosen.
+func commitRounds(r Ring, fd int32, block []byte, style CommitStyle, d time.Duration, samples []time.Duration) ([]time.Duration, error) {
 	dst := make([]Completion, 2)
 	var ops [2]Op // reused: passed through the interface they escape
-	round := func(off int64) error {
-		ops = [2]Op{
-			{Code: OpWrite, FD: fd, Buf: block, Off: off, Link: true, UserData: 1},
-			{Code: OpFdatasync, FD: fd, UserData: 2},
-		}
+	run := func(ops []Op) error {
 		for i := range ops {
 			if err := r.Prepare(&ops[i]); err != nil {
 				return err
 			}
 		}
-		for got := 0; got < 2; {
-			n, err := r.Wait(dst[got:], 2-got, 0)
+		for got := 0; got < len(ops); {
+			n, err := r.Wait(dst[got:], len(ops)-got, 0)
 			if err != nil {
 				return err
 			}
@@ -221,6 +236,22 @@ func syncWrites(r Ring, fd int32, block []byte, d time.Duration, samples []time.
 			got += n
 		}
 		return nil
+	}
+	round := func(off int64) error {
+		ops = [2]Op{
+			{Code: OpWrite, FD: fd, Buf: block, Off: off, Link: style == CommitLinked, DSync: style == CommitDSync, UserData: 1},
+			{Code: OpFdatasync, FD: fd, UserData: 2},
+		}
+		switch style {
+		case CommitDSync:
+			return run(ops[:1])
+		case CommitSeparate:
+			if err := run(ops[:1]); err != nil {
+				return err
+			}
+			return run(ops[1:])
+		}
+		return run(ops[:])
 	}
 	stopAt := time.Now().Add(d)
 	for off := int64(0); len(samples) < cap(samples); off = (off + syncChunk) % syncRegion {

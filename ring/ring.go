@@ -147,6 +147,13 @@ func (c OpCode) String() string {
 // IOSQE_IO_LINK). The chain ends at the first op without Link. Link is not
 // allowed on OpTimeout and OpPoll (ErrInvalidOp).
 //
+// DSync makes one write (OpWrite, OpWritev, OpWriteFixed) durable as if the
+// file were opened O_DSYNC, for this call only (RWF_DSYNC: io_uring's rw_flags,
+// pwritev2 on the syscall backend): the completion comes once the data and the
+// metadata needed to read it back are on stable storage, as a write followed by
+// an fdatasync of the file would give (issue 22: one I/O per durable commit).
+// ErrInvalidOp on any other op code.
+//
 // UserData is returned unchanged in the op's Completion; every value is
 // available to callers (the ring's internal completions use their own tags).
 type Op struct {
@@ -159,6 +166,7 @@ type Op struct {
 	Mode     uint32
 	Timeout  time.Duration
 	Link     bool
+	DSync    bool // RWF_DSYNC write (see above)
 	UserData uint64
 	Fixed    bool   // FD is a registered-file index
 	BufIndex uint16 // registered buffer of OpWriteFixed/OpReadFixed
@@ -248,6 +256,9 @@ func validate(op *Op) error {
 	}
 	if op.Fixed && (op.Code == OpNop || op.Code == OpTimeout) {
 		return fmt.Errorf("%w: Fixed on %s, which takes no file", ErrInvalidOp, op.Code)
+	}
+	if op.DSync && op.Code != OpWrite && op.Code != OpWritev && op.Code != OpWriteFixed {
+		return fmt.Errorf("%w: DSync on %s, which is not a write", ErrInvalidOp, op.Code)
 	}
 	if op.Link && (op.Code == OpTimeout || op.Code == OpPoll) {
 		return fmt.Errorf("%w: Link on %s is not supported", ErrInvalidOp, op.Code)

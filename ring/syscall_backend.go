@@ -24,6 +24,7 @@ type syscallRing struct {
 	entries  int
 	prepared []Op // len <= entries
 	iov      []unix.Iovec
+	one      [1][]byte // the single buffer of a DSync OpWrite, as an iovec list
 	closed   atomic.Bool
 
 	mu       sync.Mutex
@@ -166,6 +167,9 @@ func (r *syscallRing) execute(op *Op) int32 {
 }
 
 func (r *syscallRing) execOnce(op *Op, fd int) (int, error) {
+	if op.DSync {
+		return r.writeDSync(op, fd)
+	}
 	switch op.Code {
 	case OpWrite, OpWriteFixed:
 		return unix.Pwrite(fd, op.Buf, op.Off)
@@ -183,6 +187,27 @@ func (r *syscallRing) execOnce(op *Op, fd int) (int, error) {
 		return 0, unix.Fallocate(fd, op.Mode, op.Off, op.Len)
 	}
 	return 0, nil // OpNop
+}
+
+// writeDSync runs a write op as pwritev2(RWF_DSYNC) (Op.DSync).
+func (r *syscallRing) writeDSync(op *Op, fd int) (int, error) {
+	bufs := op.Iov
+	if op.Code != OpWritev {
+		r.one[0] = op.Buf
+		bufs = r.one[:]
+		defer func() { r.one[0] = nil }()
+	}
+	r.iov = fillIovecs(r.iov[:0], bufs)
+	var base unsafe.Pointer
+	if len(r.iov) > 0 {
+		base = unsafe.Pointer(&r.iov[0])
+	}
+	// pwritev2(fd, iov, iovcnt, pos_l, pos_h, flags): on 64-bit pos_h is unused.
+	n, _, e := unix.Syscall6(unix.SYS_PWRITEV2, uintptr(fd), uintptr(base), uintptr(len(r.iov)), uintptr(op.Off), 0, rwfDSync)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
 }
 
 // vectored runs preadv/pwritev with the ring's reusable iovec array (no

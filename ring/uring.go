@@ -195,6 +195,9 @@ func (r *uringRing) Prepare(op *Op) error {
 	if op.Link {
 		e.flags |= sqeIOLink
 	}
+	if op.DSync {
+		e.opFlags = rwfDSync
+	}
 	if op.Fixed {
 		e.flags |= sqeFixedFile
 	}

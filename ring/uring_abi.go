@@ -58,6 +58,9 @@ const (
 	sqeIOLink    = 1 << 2
 )
 
+// rw_flags: RWF_DSYNC (linux/fs.h), a per-write O_DSYNC (Op.DSync).
+const rwfDSync = 0x2
+
 // fsync_flags.
 const fsyncDatasync = 1
 

@@ -6,7 +6,6 @@ import (
 	"os"
 	"sync"
 	"time"
-	"unsafe"
 
 	"felix/ring"
 )
@@ -159,9 +158,11 @@ func (l *Log) stageUnit(s *segment, need int) *unit {
 		l.closeUnit(u)
 	}
 	size := minStageBytes
-	if len(l.units) > 0 {
-		size = len(l.units[len(l.units)-1].buf)
-		if size < maxStageBytes {
+	if n := len(l.units); n > 0 {
+		// Grow only past a unit that filled up (a backlog), not because one is in flight:
+		// units closed at their write's start then get buffers of one size, reused.
+		last := l.units[n-1]
+		if size = max(size, len(last.buf)); size < maxStageBytes && 2*last.n > len(last.buf) {
 			size *= 2
 		}
 	}
@@ -450,31 +451,6 @@ func (l *Log) startWrite(u *unit) error {
 // together, so the device sees queue depth > 1 (NOTES.md: QD8 beats QD1).
 const directWriteChunk = 1 << 20
 
-// prepareWrite queues b as one write op per directWriteChunk, all in flight at once.
-func (l *Log) prepareWrite(u *unit, fd int32, b []byte, off int64, ud uint64) error {
-	parts := (len(b) + directWriteChunk - 1) / directWriteChunk
-	for i := 0; i < parts; i++ {
-		lo, hi := i*directWriteChunk, min((i+1)*directWriteChunk, len(b))
-		err := l.d.prepare(ring.Op{Code: ring.OpWrite, FD: fd, Buf: b[lo:hi], Off: off + int64(lo), UserData: ud})
-		if err == nil {
-			continue
-		}
-		if i == 0 {
-			u.state = unitStaged
-			l.inflightWrite = nil
-			if errors.Is(err, ring.ErrTooManyInFlight) {
-				return nil // retried by the next Flush
-			}
-			return storageErr("prepare", u.seg.path, err)
-		}
-		// Parts already queued complete normally; the write then fails.
-		l.writeParts, l.writeErr = i, err
-		return nil
-	}
-	l.writeParts = parts
-	return nil
-}
-
 // startSync submits one fdatasync covering every write completed so far.
 func (l *Log) startSync(tag uint64) error {
 	s := l.activeSeg()
@@ -537,6 +513,7 @@ func (l *Log) opDone(tag uint64, res int64, err error) {
 			err = shortErr("write", l.writeGot, l.writeLen)
 		}
 		if err != nil {
+			l.writeFailed(u)
 			l.fail(storageErr("write", u.seg.path, err))
 			return
 		}
@@ -549,12 +526,16 @@ func (l *Log) opDone(tag uint64, res int64, err error) {
 		if l.opts.FsyncMode != FsyncOnCommit {
 			u.state = unitDone
 		}
+		l.writeCommitted(u) // commit.go
 	} else {
 		l.syncInFlight = false
 		l.d.stats.syncNanos.Add(uint64(l.opts.Clock.MonoNanos() - l.syncStart))
 		if err != nil {
 			l.fail(storageErr("fdatasync", l.dir, err))
 			return
+		}
+		if l.failed != nil {
+			return // a linked fdatasync after its write was reported failed: nothing advances
 		}
 		n := 0
 		for _, u := range l.units {
@@ -688,44 +669,6 @@ func (l *Log) periodicDone(err error) {
 	}
 	l.d.stats.syncs.Add(1)
 	l.durable.Store(l.syncTarget)
-}
-
-func (l *Log) getBuf(size int) []byte {
-	for i, b := range l.freeBufs {
-		if len(b) >= size {
-			l.freeBufs = append(l.freeBufs[:i], l.freeBufs[i+1:]...)
-			return b
-		}
-	}
-	b, err := ring.AlignedBuffer(size)
-	if err != nil {
-		return alignedHeap(size, l.block)
-	}
-	return b
-}
-
-func (l *Log) putBuf(b []byte) {
-	b = b[:cap(b)]
-	if len(l.freeBufs) < 2 {
-		l.freeBufs = append(l.freeBufs, b)
-		return
-	}
-	ring.FreeAligned(b)
-}
-
-func (l *Log) freeAll() {
-	for _, b := range l.freeBufs {
-		ring.FreeAligned(b)
-	}
-	l.freeBufs = nil
-}
-
-// alignedHeap returns a heap slice of size bytes aligned to align (fallback
-// when mmap fails).
-func alignedHeap(size, align int) []byte {
-	b := make([]byte, size+align)
-	off := int(uintptr(align)-uintptr(unsafe.Pointer(&b[0]))&uintptr(align-1)) & (align - 1)
-	return b[off : off+size : off+size]
 }
 
 // Close drains the log's appends, fsyncs and trims the active segment, writes

@@ -111,6 +111,7 @@ type unit struct {
 	cbs        []pendingAppend
 	state      int
 	closed     bool
+	commit     int  // how the write reaches stable storage: commitAfter, commitLinked, commitDSync (commit.go)
 	sealAfter  bool // the segment rolled: seal it when this unit completes
 	dropBefore bool // compaction: drop segments older than seg when this unit completes
 }
