@@ -98,6 +98,16 @@ SOAK_FAILOVER_KILLS ?= 20
 soak-failover:
 	FELIX_FAILOVER_E2E=1 FELIX_FAILOVER_KILLS=$(SOAK_FAILOVER_KILLS) $(GO) test -count=1 -timeout 30m -v ./e2e/failover/
 
+## soak-cluster: the cluster crash run on the whole corpus (issue 21 item 2; docs/soak.md "Cluster"): every file of
+## GOROOT/src and /usr/share/doc through three brokers onto an RF3 Quorum stream and an RF3 cache, SOAK_CLUSTER_KILLS
+## shard-leader SIGKILLs and SOAK_CLUSTER_CP_KILLS control-plane leader SIGKILLs per phase
+SOAK_CLUSTER_KILLS    ?= 20
+SOAK_CLUSTER_CP_KILLS ?= 3
+.PHONY: soak-cluster
+soak-cluster:
+	FELIX_CLUSTER_CRASH_FILES=0 FELIX_CLUSTER_CRASH_KILLS=$(SOAK_CLUSTER_KILLS) FELIX_CLUSTER_CRASH_CP_KILLS=$(SOAK_CLUSTER_CP_KILLS) \
+	  $(GO) test -count=1 -timeout 60m -v -run TestClusterCrashCorpus ./e2e/clustercrash/
+
 ## bench-compare: Felix beside NATS JetStream and Redis on this machine (the harness builds the peers
 ## from bench/peers and installs redis-server itself when root); writes docs/bench/harness.md, its
 ## charts under docs/bench/img/ and JSON lines in docs/bench/harness.jsonl (docs/benchmarks-harness.md)
