@@ -1,3 +1,0 @@
-package upgrade
-
-type cpProc struct{}
