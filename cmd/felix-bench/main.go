@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"felix/bench"
+	"felix/internal/version"
 )
 
 func main() {
@@ -55,7 +56,9 @@ func root() *cobra.Command {
 		Short:         "Felix benchmark harness: workloads, peers side by side, capacity planning",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Get().Line("felix-bench"), // --version
 	}
+	cmd.SetVersionTemplate("{{.Version}}\n")
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&g.brokerBin, "broker-bin", "", "felix-broker binary (default: go build ./cmd/felix-broker into the work dir)")
 	pf.StringVar(&g.workDir, "work-dir", "", "scratch directory for brokers' data (default: a temp dir, removed at exit)")

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -47,5 +48,18 @@ func TestPortInUseWritesNoCertificate(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(data, netq.SelfSignedFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("certificate written by a failed start: %v", err)
+	}
+}
+
+// --version prints the release and commit line and exits 0 without touching a data dir.
+func TestVersionFlag(t *testing.T) {
+	cmd := exec.Command(brokerBin, "--version")
+	cmd.Dir = t.TempDir()
+	out, err := cmd.Output()
+	if err != nil || !strings.HasPrefix(string(out), "felix-broker ") || !strings.Contains(string(out), "(commit ") {
+		t.Fatalf("--version: %v %q", err, out)
+	}
+	if entries, _ := os.ReadDir(cmd.Dir); len(entries) != 0 {
+		t.Fatalf("--version wrote %d entries in its directory", len(entries))
 	}
 }

@@ -6,7 +6,8 @@
 // exits. An invalid setting (including one found while starting, such as an unusable
 // FELIX_READY_FILE directory) exits 2 before the data dir is touched; any other startup
 // failure exits 1. SIGTERM or SIGINT drains within FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS and exits
-// 0 on a clean stop, 1 otherwise.
+// 0 on a clean stop, 1 otherwise. --version prints the release and commit
+// (internal/version) and exits 0.
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"syscall"
 
 	"felix/broker"
+	"felix/internal/version"
 )
 
 func main() {
@@ -27,6 +29,10 @@ func main() {
 }
 
 func run(args []string) int {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		fmt.Println(version.Get().Line("felix-broker"))
+		return 0
+	}
 	cfg, printConfig, err := broker.LoadConfig(args, os.LookupEnv)
 	if errors.Is(err, broker.ErrHelp) {
 		broker.Usage(os.Stdout)

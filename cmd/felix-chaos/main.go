@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"felix/internal/version"
 )
 
 // subcommand is one entry of the table: its name, a one-line summary for the
@@ -57,6 +59,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(stdout)
+		return exitOK
+	}
+	if args[0] == "--version" || args[0] == "-version" || args[0] == "version" {
+		fmt.Fprintln(stdout, version.Get().Line("felix-chaos"))
 		return exitOK
 	}
 	for _, c := range subcommands {

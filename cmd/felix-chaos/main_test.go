@@ -142,3 +142,11 @@ func TestErrorExit(t *testing.T) {
 		t.Fatalf("error: exit %d, %q", code, errw.String())
 	}
 }
+
+// --version prints the release and commit line and exits 0 (issue 23 item 10).
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"--version"}, &out, &errOut); code != exitOK || !strings.HasPrefix(out.String(), "felix-chaos ") || !strings.Contains(out.String(), "(commit ") {
+		t.Fatalf("--version: exit %d, %q %q", code, out.String(), errOut.String())
+	}
+}

@@ -18,6 +18,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"felix/internal/version"
 )
 
 // Defaults of the global flags (docs/cli.md, "Connection and credentials").
@@ -103,6 +105,8 @@ func (a *app) rootCommand() *cobra.Command {
 		RunE:          groupRunE,
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
+	root.Version = version.Get().Line("felix") // --version (version.go)
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
@@ -141,6 +145,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.logCommand(),
 		a.devCommand(),
 		a.clusterCommand(),
+		a.versionCommand(),
 	)
 	return root
 }
