@@ -8,6 +8,7 @@ require (
 	github.com/VictoriaMetrics/metrics v1.45.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/hashicorp/go-hclog v1.6.3
+	github.com/hashicorp/go-memdb v1.3.5
 	github.com/hashicorp/raft v1.8.0
 	github.com/hashicorp/raft-wal v0.4.1
 	github.com/klauspost/crc32 v1.3.0

@@ -56,7 +56,7 @@ func (c *RegisterBroker) apply(tx *txn) (any, error) {
 	for _, k := range slices.Sorted(mapKeys(c.Generations)) {
 		tx.noteGenerationKey(k, c.Generations[k])
 	}
-	tx.s.brokers.put(b.NodeID, b)
+	tx.s.brokers.put(b)
 	tx.record("broker", OpUpsert, b.NodeID, b)
 	return b, nil
 }
@@ -72,8 +72,8 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 }
 
 func (tx *txn) noteGenerationKey(key string, g uint64) {
-	if hi, ok := tx.s.generations.get(key); !ok || g > hi {
-		tx.s.generations.put(key, g)
+	if hi, ok := tx.s.generation(key); !ok || g > hi {
+		tx.s.generations.put(generationRecord{Key: key, Generation: g})
 	}
 }
 
@@ -104,7 +104,7 @@ func (c *Heartbeat) apply(tx *txn) (any, error) {
 	for _, k := range slices.Sorted(mapKeys(c.Generations)) {
 		tx.noteGenerationKey(k, c.Generations[k])
 	}
-	tx.s.brokers.put(b.NodeID, b)
+	tx.s.brokers.put(b)
 	if changed {
 		tx.record("broker", OpUpsert, b.NodeID, b)
 	}
@@ -159,7 +159,7 @@ func (c *ReplicaReport) apply(tx *txn) (any, error) {
 		}
 		r.Replicas = append(r.Replicas, rep)
 	}
-	tx.s.reports.put(r.Key(), r)
+	tx.s.reports.put(r)
 	tx.noteGeneration(c.ShardRef, c.Generation)
 	return r, nil
 }
@@ -194,7 +194,7 @@ func (c *SetAssignment) apply(tx *txn) (any, error) {
 			return nil, invalid("broker %s is twice in the replica set", id)
 		}
 	}
-	if hi, _ := tx.s.generations.get(c.Key()); c.Generation < a.Generation || c.Generation < hi {
+	if hi, _ := tx.s.generation(c.Key()); c.Generation < a.Generation || c.Generation < hi {
 		return nil, conflict("stale_generation", "generation %d for %s is below %d",
 			c.Generation, c.Key(), max(a.Generation, hi))
 	}
@@ -221,7 +221,7 @@ func (c *MemberLevelReport) apply(tx *txn) (any, error) {
 		return nil, invalid("member_id is empty")
 	}
 	m := Member{ID: c.MemberID, Level: c.Level, Index: tx.index}
-	tx.s.members.put(m.ID, m)
+	tx.s.members.put(m)
 	tx.record("member", OpUpsert, m.ID, m)
 	return m, nil
 }

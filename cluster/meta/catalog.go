@@ -86,7 +86,7 @@ func (c *CreateTenant) apply(tx *txn) (any, error) {
 		return nil, conflict("exists", "tenant %s exists", c.TenantID)
 	}
 	t := Tenant(*c)
-	tx.s.tenants.put(t.TenantID, t)
+	tx.s.tenants.put(t)
 	tx.record("tenant", OpUpsert, t.TenantID, t)
 	return t, nil
 }
@@ -95,10 +95,8 @@ func (c *DeleteTenant) apply(tx *txn) (any, error) {
 	if _, ok := tx.s.tenants.get(c.TenantID); !ok {
 		return nil, notFound("tenant %s not found", c.TenantID)
 	}
-	for _, ns := range tx.s.namespaces.values() {
-		if ns.TenantID == c.TenantID {
-			tx.deleteNamespace(ns)
-		}
+	for _, ns := range tx.s.namespaces.prefixed(c.TenantID + "/") {
+		tx.deleteNamespace(ns)
 	}
 	tx.s.tenants.del(c.TenantID)
 	tx.record("tenant", OpDelete, c.TenantID, nil)
@@ -117,7 +115,7 @@ func (c *CreateNamespace) apply(tx *txn) (any, error) {
 		return nil, conflict("exists", "namespace %s exists", key)
 	}
 	ns := Namespace(*c)
-	tx.s.namespaces.put(key, ns)
+	tx.s.namespaces.put(ns)
 	tx.record("namespace", OpUpsert, key, ns)
 	return ns, nil
 }
@@ -134,17 +132,13 @@ func (c *DeleteNamespace) apply(tx *txn) (any, error) {
 // deleteNamespace removes ns with its streams and caches (tombstones) and,
 // at LevelDeleteShards, their shard state.
 func (tx *txn) deleteNamespace(ns Namespace) {
-	for _, st := range tx.s.streams.values() {
-		if st.TenantID == ns.TenantID && st.Namespace == ns.Namespace {
-			tx.deleteNamed("stream", st.TenantID, st.Namespace, st.Stream, st.Incarnation)
-		}
-	}
-	for _, c := range tx.s.caches.values() {
-		if c.TenantID == ns.TenantID && c.Namespace == ns.Namespace {
-			tx.deleteNamed("cache", c.TenantID, c.Namespace, c.Cache, c.Incarnation)
-		}
-	}
 	key := ns.TenantID + "/" + ns.Namespace
+	for _, st := range tx.s.streams.prefixed(key + "/") {
+		tx.deleteNamed("stream", st.TenantID, st.Namespace, st.Stream, st.Incarnation)
+	}
+	for _, c := range tx.s.caches.prefixed(key + "/") {
+		tx.deleteNamed("cache", c.TenantID, c.Namespace, c.Cache, c.Incarnation)
+	}
 	tx.s.namespaces.del(key)
 	tx.record("namespace", OpDelete, key, nil)
 }
@@ -161,21 +155,17 @@ func (tx *txn) deleteNamed(kind, tenant, ns, name string, incarnation uint64) {
 	}
 	tx.record(kind, OpDelete, key, nil)
 	tomb := Tombstone{Kind: kind, TenantID: tenant, Namespace: ns, Name: name, Incarnation: incarnation, DeletedIndex: tx.index}
-	tx.s.tombstones.put(kind+"/"+key, tomb)
+	tx.s.tombstones.put(tomb)
 	tx.record("tombstone", OpUpsert, kind+"/"+key, tomb)
 	if tx.level < LevelDeleteShards {
 		return
 	}
 	owner := kind + "/" + key
-	for _, a := range tx.s.assignments.values() {
-		if a.owner() == owner {
-			tx.s.assignments.del(a.Key())
-			tx.record("assignment", OpDelete, a.Key(), nil)
-		}
+	for _, a := range tx.s.assignments.prefixed(owner + "/") {
+		tx.s.assignments.del(a.Key())
+		tx.record("assignment", OpDelete, a.Key(), nil)
 	}
-	for _, r := range tx.s.reports.values() {
-		if r.owner() == owner {
-			tx.s.reports.del(r.Key())
-		}
+	for _, r := range tx.s.reports.prefixed(owner + "/") {
+		tx.s.reports.del(r.Key())
 	}
 }

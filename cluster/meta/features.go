@@ -140,7 +140,7 @@ func (c *FinalizeFeature) apply(tx *txn) (any, error) {
 		return nil, entryBelow("finalizing "+c.Feature, FeatureLevel(c.Feature), tx.level)
 	}
 	st := FeatureState{Name: c.Feature, FinalizedIndex: tx.index, Auto: c.Auto}
-	tx.s.features.put(c.Feature, st)
+	tx.s.features.put(st)
 	tx.s.meta.Floor = max(tx.s.meta.Floor, FeatureLevel(c.Feature))
 	tx.record("feature", OpUpsert, c.Feature, st)
 	return st, nil

@@ -3,6 +3,8 @@ package meta
 import (
 	"errors"
 	"time"
+
+	memdb "github.com/hashicorp/go-memdb"
 )
 
 // Config is the state machine's configuration; every member must use the
@@ -32,9 +34,13 @@ type Result struct {
 
 // FSM is the control plane's state machine. It is not goroutine-safe: the
 // Raft wrapper calls Apply, Snapshot and Restore from one goroutine (as
-// hashicorp/raft does) and hands States (immutable) to readers.
+// hashicorp/raft does) and hands States (immutable) to readers. Its tables
+// are a go-memdb database, db, that only Apply writes (one write txn per
+// entry); each applied entry leaves a new State over a frozen snapshot of
+// it.
 type FSM struct {
 	cfg   Config
+	db    *memdb.MemDB
 	state *State
 	feed  feed
 }
@@ -47,7 +53,8 @@ func New(cfg Config) *FSM {
 	if cfg.ChangeRetention <= 0 {
 		cfg.ChangeRetention = DefaultChangeRetention
 	}
-	return &FSM{cfg: cfg, state: &State{}, feed: feed{retention: cfg.ChangeRetention, epoch: 1}}
+	db := freshDB()
+	return &FSM{cfg: cfg, db: db, state: committed(db, 0, Meta{}), feed: feed{retention: cfg.ChangeRetention, epoch: 1}}
 }
 
 // Config gives the configuration with defaults filled.
@@ -88,20 +95,26 @@ func (f *FSM) Apply(index uint64, entry []byte) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	tx := &txn{s: *f.state, cfg: f.cfg, index: index, level: level}
-	tx.s.seal()
+	w := f.db.Txn(true)
+	tx := &txn{s: bind(&store{w: w}, f.state.index, f.state.meta), cfg: f.cfg, index: index, level: level}
 	val, err := cmd.apply(tx)
-	res := Result{Index: index, Kind: cmd.Kind(), Value: val, Err: err}
-	next := tx.s
-	if err != nil {
-		next = *f.state
-	} else {
-		next.meta.Floor = max(next.meta.Floor, level)
-		f.feed.append(tx.changes)
+	if serr := tx.s.st.err; serr != nil {
+		w.Abort()
+		return Result{}, &FatalError{Index: index, Kind: cmd.Kind(), Level: level, Reason: "state store: " + serr.Error(), Err: ErrStore}
 	}
-	next.index = index
-	next.seal()
-	f.state = &next
+	res := Result{Index: index, Kind: cmd.Kind(), Value: val, Err: err}
+	if err != nil {
+		w.Abort()
+		next := *f.state
+		next.index = index
+		f.state = &next
+		return res, nil
+	}
+	w.Commit()
+	m := tx.s.meta
+	m.Floor = max(m.Floor, level)
+	f.feed.append(tx.changes)
+	f.state = committed(f.db, index, m)
 	return res, nil
 }
 

@@ -114,7 +114,7 @@ func compareStrings(a, b string) int {
 // placementLoad counts the existing assignments per broker.
 func (s *State) placementLoad() map[string]Load {
 	load := map[string]Load{}
-	for _, a := range s.assignments.m {
+	for _, a := range s.assignments.values() {
 		l := load[a.Leader]
 		l.Leaders++
 		l.Replicas++
@@ -158,7 +158,7 @@ func (tx *txn) place(kind, tenant, ns, name string, shards uint32, r int, inc ui
 	}
 	for i, sl := range slots {
 		ref := ShardRef{Kind: kind, TenantID: tenant, Namespace: ns, Name: name, Shard: uint32(i)}
-		hi, known := tx.s.generations.get(ref.Key())
+		hi, known := tx.s.generation(ref.Key())
 		a := Assignment{ShardRef: ref, Incarnation: inc, Leader: sl.Leader, Followers: sl.Followers,
 			Generation: InitialGeneration(hi, known), Index: tx.index}
 		tx.putAssignment(a)
@@ -167,14 +167,14 @@ func (tx *txn) place(kind, tenant, ns, name string, shards uint32, r int, inc ui
 }
 
 func (tx *txn) putAssignment(a Assignment) {
-	tx.s.assignments.put(a.Key(), a)
+	tx.s.assignments.put(a)
 	tx.noteGeneration(a.ShardRef, a.Generation)
 	tx.record("assignment", OpUpsert, a.Key(), a)
 }
 
 // noteGeneration raises the highest generation known for ref.
 func (tx *txn) noteGeneration(ref ShardRef, g uint64) {
-	if hi, ok := tx.s.generations.get(ref.Key()); !ok || g > hi {
-		tx.s.generations.put(ref.Key(), g)
+	if hi, ok := tx.s.generation(ref.Key()); !ok || g > hi {
+		tx.s.generations.put(generationRecord{Key: ref.Key(), Generation: g})
 	}
 }

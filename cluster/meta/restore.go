@@ -27,7 +27,10 @@ func DecodeSnapshot(data []byte) (*State, uint64, error) {
 	if crcOf(hdr[:32], body) != binary.BigEndian.Uint32(hdr[32:]) {
 		return nil, 0, &SnapshotError{Reason: "bad checksum"}
 	}
-	s := &State{index: binary.BigEndian.Uint64(hdr[8:])}
+	db := freshDB()
+	w := db.Txn(true)
+	defer w.Abort() // a no-op after the commit
+	s := bind(&store{w: w}, binary.BigEndian.Uint64(hdr[8:]), Meta{})
 	count := binary.BigEndian.Uint32(hdr[24:])
 	for off, n := 0, uint32(0); off < len(body) || n < count; n++ {
 		if len(body)-off < 6 || n >= count {
@@ -43,8 +46,11 @@ func DecodeSnapshot(data []byte) (*State, uint64, error) {
 		}
 		off += 6 + l
 	}
-	s.seal()
-	return s, binary.BigEndian.Uint64(hdr[16:]), nil
+	if s.st.err != nil {
+		return nil, 0, &SnapshotError{Reason: "malformed record", Err: s.st.err}
+	}
+	w.Commit()
+	return committed(db, s.index, s.meta), binary.BigEndian.Uint64(hdr[16:]), nil
 }
 
 type recordErr struct {
@@ -52,12 +58,12 @@ type recordErr struct {
 	err    error
 }
 
-func restoreInto[V any](t *table[V], rec []byte, key func(V) string) *recordErr {
+func restoreInto[V any](t table[V], rec []byte) *recordErr {
 	var v V
 	if err := strictJSON(rec, &v); err != nil {
 		return &recordErr{"malformed record", err}
 	}
-	t.put(key(v), v)
+	t.put(v)
 	return nil
 }
 
@@ -69,34 +75,27 @@ func (s *State) restoreRecord(typ uint16, rec []byte) *recordErr {
 		}
 		return nil
 	case RecordTenant:
-		return restoreInto(&s.tenants, rec, func(v Tenant) string { return v.TenantID })
+		return restoreInto(s.tenants, rec)
 	case RecordNamespace:
-		return restoreInto(&s.namespaces, rec, func(v Namespace) string { return v.TenantID + "/" + v.Namespace })
+		return restoreInto(s.namespaces, rec)
 	case RecordStream:
-		return restoreInto(&s.streams, rec, func(v Stream) string { return v.TenantID + "/" + v.Namespace + "/" + v.Stream })
+		return restoreInto(s.streams, rec)
 	case RecordCache:
-		return restoreInto(&s.caches, rec, func(v Cache) string { return v.TenantID + "/" + v.Namespace + "/" + v.Cache })
+		return restoreInto(s.caches, rec)
 	case RecordTombstone:
-		return restoreInto(&s.tombstones, rec, func(v Tombstone) string {
-			return v.Kind + "/" + v.TenantID + "/" + v.Namespace + "/" + v.Name
-		})
+		return restoreInto(s.tombstones, rec)
 	case RecordBroker:
-		return restoreInto(&s.brokers, rec, func(v Broker) string { return v.NodeID })
+		return restoreInto(s.brokers, rec)
 	case RecordAssignment:
-		return restoreInto(&s.assignments, rec, func(v Assignment) string { return v.Key() })
+		return restoreInto(s.assignments, rec)
 	case RecordReport:
-		return restoreInto(&s.reports, rec, func(v Report) string { return v.Key() })
+		return restoreInto(s.reports, rec)
 	case RecordFeature:
-		return restoreInto(&s.features, rec, func(v FeatureState) string { return v.Name })
+		return restoreInto(s.features, rec)
 	case RecordMember:
-		return restoreInto(&s.members, rec, func(v Member) string { return v.ID })
+		return restoreInto(s.members, rec)
 	case RecordGeneration:
-		var g generationRecord
-		if err := strictJSON(rec, &g); err != nil {
-			return &recordErr{"malformed record", err}
-		}
-		s.generations.put(g.Key, g.Generation)
-		return nil
+		return restoreInto(s.generations, rec)
 	}
 	return &recordErr{reason: "unknown record type"}
 }
@@ -117,6 +116,7 @@ func (f *FSM) Restore(data []byte) error {
 	if s.index < f.state.index {
 		newEpoch++
 	}
+	f.db = s.st.db.Snapshot() // written from here on; s keeps its own frozen view
 	f.state = s
 	f.feed = feed{retention: f.cfg.ChangeRetention, through: s.index, epoch: newEpoch}
 	return nil

@@ -47,8 +47,8 @@ type Snapshot struct {
 	Epoch uint64
 }
 
-// Snapshot takes a point-in-time snapshot in O(1); Encode it off the apply
-// goroutine.
+// Snapshot takes a point-in-time snapshot in O(1) (the current State, a
+// frozen go-memdb snapshot); Encode it off the apply goroutine.
 func (f *FSM) Snapshot() *Snapshot { return &Snapshot{State: f.state, Epoch: f.feed.epoch} }
 
 // generationRecord is one RecordGeneration body.
@@ -94,9 +94,7 @@ func (sn *Snapshot) Encode() ([]byte, error) {
 	each(RecordReport, anys(s.reports.values()))
 	each(RecordFeature, anys(s.features.values()))
 	each(RecordMember, anys(s.members.values()))
-	for _, k := range s.generations.keys() {
-		each(RecordGeneration, []any{generationRecord{Key: k, Generation: s.generations.m[k]}})
-	}
+	each(RecordGeneration, anys(s.generations.values()))
 	if err != nil {
 		return nil, err
 	}

@@ -1,45 +1,6 @@
 package meta
 
-import (
-	"fmt"
-	"maps"
-	"slices"
-)
-
-// table is one copy-on-write table: a committed State's tables are never
-// written; a txn copies a table the first time it writes to it.
-type table[V any] struct {
-	m     map[string]V
-	owned bool // this txn copied m and may write it
-}
-
-func (t *table[V]) get(k string) (V, bool) { v, ok := t.m[k]; return v, ok }
-
-func (t *table[V]) own() {
-	if !t.owned {
-		t.m = maps.Clone(t.m)
-		if t.m == nil {
-			t.m = map[string]V{}
-		}
-		t.owned = true
-	}
-}
-
-func (t *table[V]) put(k string, v V) { t.own(); t.m[k] = v }
-
-func (t *table[V]) del(k string) { t.own(); delete(t.m, k) }
-
-func (t *table[V]) keys() []string { return slices.Sorted(maps.Keys(t.m)) }
-
-func (t *table[V]) values() []V {
-	out := make([]V, 0, len(t.m))
-	for _, k := range t.keys() {
-		out = append(out, t.m[k])
-	}
-	return out
-}
-
-func (t *table[V]) seal() { t.owned = false }
+import "fmt"
 
 // Tenant is a tenant of the catalog (the broker admin API's shape).
 type Tenant struct {
@@ -139,8 +100,6 @@ func (r ShardRef) Key() string {
 	return fmt.Sprintf("%s/%s/%s/%s/%d", r.Kind, r.TenantID, r.Namespace, r.Name, r.Shard)
 }
 
-func (r ShardRef) owner() string { return r.Kind + "/" + r.TenantID + "/" + r.Namespace + "/" + r.Name }
-
 // Assignment is one shard's replica set: its leader, followers and
 // generation, and the incarnation of the stream or cache it belongs to.
 // Index is the Raft index that last set it.
@@ -203,11 +162,14 @@ type Meta struct {
 	FirstRegistrationMs int64 `json:"first_registration_ms"`
 }
 
-// State is one point-in-time, immutable view of the state machine. Every
-// accessor returns copies sorted by key; a State is safe to keep while Apply
-// goes on (copy-on-write).
+// State is one point-in-time, immutable view of the state machine: a
+// frozen go-memdb snapshot (O(1) to take) and the scalars. Every accessor
+// returns copies sorted by key; a State is safe to keep, and to read from
+// any goroutine, while Apply goes on.
 type State struct {
 	index       uint64
+	meta        Meta
+	st          *store
 	tenants     table[Tenant]
 	namespaces  table[Namespace]
 	streams     table[Stream]
@@ -218,22 +180,7 @@ type State struct {
 	reports     table[Report]
 	features    table[FeatureState]
 	members     table[Member]
-	generations table[uint64]
-	meta        Meta
-}
-
-func (s *State) seal() {
-	s.tenants.seal()
-	s.namespaces.seal()
-	s.streams.seal()
-	s.caches.seal()
-	s.tombstones.seal()
-	s.brokers.seal()
-	s.assignments.seal()
-	s.reports.seal()
-	s.features.seal()
-	s.members.seal()
-	s.generations.seal()
+	generations table[generationRecord]
 }
 
 // Index gives the Raft index of the last entry applied to the state.
@@ -295,4 +242,14 @@ func (s *State) Members() []Member { return s.members.values() }
 
 // HighestGeneration gives the highest generation known for a shard (reported
 // by a broker or assigned), and whether any is known.
-func (s *State) HighestGeneration(r ShardRef) (uint64, bool) { return s.generations.get(r.Key()) }
+func (s *State) HighestGeneration(r ShardRef) (uint64, bool) { return s.generation(r.Key()) }
+
+// HighestGenerationKey is HighestGeneration by shard key (ShardRef.Key, the
+// registration's and heartbeat's generations keys).
+func (s *State) HighestGenerationKey(key string) (uint64, bool) { return s.generation(key) }
+
+// generation gives the highest generation known under a shard key.
+func (s *State) generation(key string) (uint64, bool) {
+	g, ok := s.generations.get(key)
+	return g.Generation, ok
+}

@@ -116,7 +116,7 @@ func (c *CreateStream) apply(tx *txn) (any, error) {
 		return nil, err
 	}
 	key := c.TenantID + "/" + c.Namespace + "/" + c.Stream
-	tx.s.streams.put(key, st)
+	tx.s.streams.put(st)
 	tx.s.meta.EverCreated = true
 	tx.record("stream", OpUpsert, key, st)
 	return st, nil
@@ -219,7 +219,7 @@ func (c *CreateCache) apply(tx *txn) (any, error) {
 	ca := Cache{TenantID: c.TenantID, Namespace: c.Namespace, Cache: c.Cache, DisplayName: c.DisplayName,
 		Shards: c.Shards, Durable: c.Durable, ReplicationFactor: c.ReplicationFactor, Incarnation: inc, CreatedIndex: tx.index}
 	key := c.TenantID + "/" + c.Namespace + "/" + c.Cache
-	tx.s.caches.put(key, ca)
+	tx.s.caches.put(ca)
 	tx.s.meta.EverCreated = true
 	tx.record("cache", OpUpsert, key, ca)
 	return ca, nil
