@@ -29,8 +29,9 @@ func (h *Handler) heartbeatSeen(w http.ResponseWriter, c *meta.Heartbeat) bool {
 
 // heartbeatNeedsEntry tells whether heartbeat c changes the state enough to be a Raft
 // entry: always with every = 0 (each heartbeat is an entry); else when the broker is not
-// registered (the entry's 404), its draining flag changes, it reports a generation above
-// the shard's highest, or its LastSeenMs is at least every older than c.AtMs.
+// registered (the entry's 404), its draining flag changes, it reports for any shard a
+// generation above the highest the state knows (or one it knows none for), or its
+// LastSeenMs is at least every older than c.AtMs.
 func heartbeatNeedsEntry(st *meta.State, c *meta.Heartbeat, every time.Duration) bool {
 	if every <= 0 {
 		return true
@@ -39,11 +40,13 @@ func heartbeatNeedsEntry(st *meta.State, c *meta.Heartbeat, every time.Duration)
 	if !ok || b.Draining != c.Draining || c.AtMs-b.LastSeenMs >= every.Milliseconds() {
 		return true
 	}
-	for _, a := range st.Assignments() {
-		if g, reported := c.Generations[a.Key()]; reported {
-			if hi, _ := st.HighestGeneration(a.ShardRef); g > hi {
-				return true
-			}
+	for key, g := range c.Generations {
+		// Every reported shard counts, assigned or not: after a restore from an older
+		// snapshot a shard may have no assignment yet while a broker holds a ballot of a
+		// later generation, and the next create must place above it (issue 20's gap
+		// "Generations never go backwards, even after a control-plane restore").
+		if hi, known := st.HighestGenerationKey(key); !known || g > hi {
+			return true
 		}
 	}
 	return false
