@@ -17,6 +17,8 @@ import (
 //	felix_stream_commit_seconds{stream,shard}      histogram: staged → append completed (fsync per mode)
 //	felix_subscribe_dropped_total{stream,shard}    counter: records dropped by DropNew subscribers
 //	felix_subscribe_slow_ended_total{stream,shard} counter: Block subscribers ended by their timeout
+//	felix_subscribe_catchup_total{stream,shard}    counter: episodes of a full durable subscriber reading from the log (catchup.go)
+//	felix_subscribe_catchup_records_total{stream,shard} counter: records those episodes read from the log
 //	felix_stream_subscriber_lag_records{stream,shard} gauge: most records queued for one subscriber
 //	felix_stream_failed{stream,shard}              gauge: 1 once the shard's storage failed
 //	felix_stream_damaged{stream,shard}             gauge: 1 once damage was found in the shard's log (damage.go)
@@ -50,8 +52,11 @@ type shardMetrics struct {
 	commit     *metrics.Histogram
 	drops      *metrics.Counter
 	slowEnded  *metrics.Counter
-	lag        atomic.Uint64
-	failed     atomic.Int64
+	catchUps   *metrics.Counter
+	// catchUpRecords is added to by subscribers' goroutines (catchup.go).
+	catchUpRecords *metrics.Counter
+	lag            atomic.Uint64
+	failed         atomic.Int64
 }
 
 func newShardMetrics(set *metrics.Set, s *streamShard) *shardMetrics {
@@ -66,6 +71,8 @@ func newShardMetrics(set *metrics.Set, s *streamShard) *shardMetrics {
 	m.commit = set.GetOrCreateHistogram(name("felix_stream_commit_seconds"))
 	m.drops = set.GetOrCreateCounter(name("felix_subscribe_dropped_total"))
 	m.slowEnded = set.GetOrCreateCounter(name("felix_subscribe_slow_ended_total"))
+	m.catchUps = set.GetOrCreateCounter(name("felix_subscribe_catchup_total"))
+	m.catchUpRecords = set.GetOrCreateCounter(name("felix_subscribe_catchup_records_total"))
 	set.GetOrCreateGauge(name("felix_stream_subscriber_lag_records"), func() float64 { return float64(m.lag.Load()) })
 	set.GetOrCreateGauge(name("felix_stream_failed"), func() float64 { return float64(m.failed.Load()) })
 	set.GetOrCreateGauge(name("felix_stream_damaged"), func() float64 {

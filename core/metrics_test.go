@@ -15,7 +15,7 @@ func TestMetricsPerCoreAndShard(t *testing.T) {
 	}
 	defer sub.Close()
 	h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("a", 2)})
-	h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("b", 3)}) // dropped
+	h.publish(&PublishRequest{Stream: testStream, Payloads: payloads("b", 3)}) // read from the log (catchup.go)
 	h.step(2)
 	var buf bytes.Buffer
 	h.e.Metrics().WritePrometheus(&buf)
@@ -24,8 +24,10 @@ func TestMetricsPerCoreAndShard(t *testing.T) {
 	for _, want := range []string{
 		`felix_core_inbox_depth{core="0"} 0`,
 		`felix_core_drain_batch_size_count{core="0"}`,
-		`felix_subscribe_dropped_total` + shard + ` 3`,
-		`felix_stream_subscriber_lag_records` + shard + ` 2`,
+		`felix_subscribe_dropped_total` + shard + ` 0`,
+		`felix_subscribe_catchup_total` + shard + ` 1`,
+		`felix_subscribe_catchup_records_total` + shard + ` 0`,
+		`felix_stream_subscriber_lag_records` + shard + ` 5`,
 		`felix_stream_commit_seconds_count` + shard + ` 2`,
 		`felix_stream_append_wait_seconds_count` + shard + ` 2`,
 		`felix_stream_publish_batch_records_count` + shard + ` 2`,

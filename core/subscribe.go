@@ -47,6 +47,7 @@ func (e *Engine) Subscribe(req SubscribeRequest) (*Subscription, error) {
 		sub.blockTimeout = e.cfg.BlockTimeout
 	}
 	sub.items = make([]Delivery, sub.capacity)
+	sub.catchUp.enabled = meta.spec.Durable && req.Policy == DropNew // catchup.go
 	err := e.runOn(s.c, func(c *core) error {
 		if err := c.streamRefusal(s); err != nil {
 			return err

@@ -14,9 +14,13 @@ import (
 type SlowPolicy uint8
 
 const (
-	// DropNew drops the batch for this subscriber only. The loss shows as an
-	// offset gap and in Delivery.Dropped of the next delivery; it is counted
-	// in felix_subscribe_dropped_total.
+	// DropNew: on a durable shard, the subscriber falls back to reading the
+	// batch and those after it from the log and rejoins live delivery at the
+	// tail (catchup.go; counted in felix_subscribe_catchup_total): nothing is
+	// lost but what retention removed first, reported as a gap. On an
+	// in-memory shard the batch is dropped for this subscriber only. A loss
+	// shows as an offset gap and in Delivery.Dropped of the next delivery; it
+	// is counted in felix_subscribe_dropped_total.
 	DropNew SlowPolicy = iota
 	// Block parks the batch and holds the shard's further publishes until
 	// the subscriber drains, for at most its BlockTimeout; then the
@@ -63,7 +67,9 @@ type Delivery struct {
 	BaseOffset uint64
 	Count      int
 	// Dropped is the number of records dropped for this subscription
-	// (DropNew) just below BaseOffset: the offset gap before this frame.
+	// (DropNew in memory, or removed by retention before a catching-up
+	// subscriber read them) just below BaseOffset: the offset gap
+	// [BaseOffset-Dropped, BaseOffset) before this frame.
 	Dropped uint64
 	// Skipped is the number of offsets just below BaseOffset that hold no
 	// deliverable record (generation-start records): not a loss. The broker
@@ -96,12 +102,17 @@ type Subscription struct {
 	historyBytes int
 	memHistory   []Delivery
 	skipBelow    uint64 // live records below this offset are not delivered
+	// catchReading: [histNext, histEnd) is a catch-up read (catchup.go);
+	// gapPending: records lost to retention, reported with the next delivery.
+	catchReading bool
+	gapPending   uint64
 
 	mu             sync.Mutex
 	items          []Delivery // circular, len = capacity
 	head, count    int
 	overflow       []Delivery // Block only: batches parked while full
 	droppedPending uint64
+	catchUp        catchUpState // catchup.go
 	err            error
 	notify         chan struct{}
 	stalled        atomic.Bool // set while the core lists it as blocking
@@ -132,7 +143,15 @@ func (q *Subscription) push(d Delivery) (pushResult, uint64) {
 	if q.err != nil {
 		return pushClosed, 0
 	}
+	if q.catchUp.catching { // read from the log instead (catchup.go)
+		q.catchUp.end = d.BaseOffset + uint64(d.Count)
+		return pushQueued, q.catchUpLag()
+	}
 	if q.count == q.capacity || len(q.overflow) > 0 {
+		if q.catchUp.enabled {
+			q.startCatchUp(d)
+			return pushQueued, q.queuedRecords() + q.catchUpLag()
+		}
 		if q.policy == DropNew {
 			q.droppedPending += uint64(d.Count)
 			q.dropped.Add(uint64(d.Count))
@@ -232,7 +251,11 @@ func (q *Subscription) Next(ctx context.Context) (Delivery, error) {
 			if err := q.endedErr(); err != nil {
 				return Delivery{}, err
 			}
-			return q.nextHistory()
+			d, err := q.nextHistory()
+			if err == errCatchUpGap {
+				continue
+			}
+			return d, err
 		}
 		if len(q.memHistory) > 0 {
 			d := q.memHistory[0]
@@ -246,8 +269,12 @@ func (q *Subscription) Next(ctx context.Context) (Delivery, error) {
 		}
 		if ok {
 			if d, ok = q.trim(d); ok {
+				d.Dropped += q.takeGap()
 				return d, nil
 			}
+			continue
+		}
+		if q.resumeCatchUp() {
 			continue
 		}
 		select {
@@ -337,6 +364,9 @@ func (q *Subscription) nextHistory() (Delivery, error) {
 		return true
 	})
 	if err != nil {
+		if q.catchUpTrimmed(err, from) {
+			return Delivery{}, errCatchUpGap
+		}
 		var trimmed *trimmedError
 		if errors.As(err, &trimmed) {
 			cerr := &CursorError{Reason: CursorTooOld, Requested: from, Available: trimmed.oldest}
@@ -355,6 +385,9 @@ func (q *Subscription) nextHistory() (Delivery, error) {
 		return Delivery{}, err
 	}
 	q.histNext = base + uint64(b.count)
+	if q.catchReading {
+		q.shard.metrics.catchUpRecords.Add(b.count)
+	}
 	return Delivery{Frame: b.finish(), Shard: q.shard.index, BaseOffset: base, Count: b.count,
-		Skipped: base - from, History: true}, nil
+		Dropped: q.takeGap(), Skipped: base - from, History: true}, nil
 }
