@@ -108,10 +108,12 @@ soak-cluster:
 	FELIX_CLUSTER_CRASH_FILES=0 FELIX_CLUSTER_CRASH_KILLS=$(SOAK_CLUSTER_KILLS) FELIX_CLUSTER_CRASH_CP_KILLS=$(SOAK_CLUSTER_CP_KILLS) \
 	  $(GO) test -count=1 -timeout 60m -v -run TestClusterCrashCorpus ./e2e/clustercrash/
 
-## bench-compare: Felix beside NATS JetStream and Redis on this machine (the harness builds the peers
-## from bench/peers and installs redis-server itself when root); writes docs/bench/harness.md, its
-## charts under docs/bench/img/ and JSON lines in docs/bench/harness.jsonl (docs/benchmarks-harness.md)
-BENCH_COMPARE_FLAGS ?= --duration 5s --warmup 1s
+## bench-compare: Felix beside NATS JetStream, Redis and the QUIC ceilings on this machine (the harness
+## builds the peers from bench/peers and the ceilings from bench/ceilings, and installs redis-server
+## itself when root); the ceiling-bound shapes run in 3 rounds, each followed by its ceiling; writes
+## docs/bench/harness.md, its charts under docs/bench/img/ and JSON lines in docs/bench/harness.jsonl
+## (docs/benchmarks-harness.md)
+BENCH_COMPARE_FLAGS ?= --duration 5s --warmup 1s --rounds 3
 bench-compare:
 	-@sysctl -w net.core.rmem_max=8388608 net.core.wmem_max=8388608 >/dev/null 2>&1 || true
 	FELIX_BENCH_COMMAND="make bench-compare" $(GO) run ./cmd/felix-bench compare $(BENCH_COMPARE_FLAGS) \

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -14,7 +15,7 @@ import (
 
 // CompareShapes are the Felix shapes of the comparison, in report order.
 var CompareShapes = []string{
-	"durable-1k-on_commit", "durable-1k-periodic", "durable-1k-none",
+	"durable-1k-on_commit", "durable-1k-on_commit-b64", "durable-1k-periodic", "durable-1k-none",
 	"pubsub-latency-256",
 	"pubsub-0", "pubsub-256", "pubsub-1k", "pubsub-4k", "pubsub-16k", "pubsub-1k-fanout10",
 	"cache-256-c50", "cache-256-c50-p16", "cache-256-read90", "counter-c16",
@@ -31,6 +32,12 @@ type CompareOptions struct {
 	Shapes []string
 	// OnStep is told the name of each run before it starts (progress).
 	OnStep func(step string, i, total int)
+	// Ceilings runs the QUIC ceilings (felix-ceilings), each right after the Felix shape it
+	// bounds; nil = none.
+	Ceilings *Ceilings
+	// Rounds repeats the ceiling-bound Felix shapes, each followed by its ceilings, this
+	// many times in all (round 1 runs every shape): 0 = 1.
+	Rounds int
 	// LimitTime is spent on each limit MeasureLimits measures before the Felix rows (in
 	// the Runner's WorkDir): 0 = 1 s; negative = none measured (no shares reported).
 	LimitTime time.Duration
@@ -64,6 +71,15 @@ type CompareReport struct {
 	Peers   []Result     `json:"peers"`
 	Rows    []Comparison `json:"rows"`
 	Targets []Target     `json:"targets"`
+	// Rounds is CompareOptions.Rounds; FelixRounds the Felix runs of rounds 2 and later
+	// (Result.Round), Ceilings every ceiling run of every round.
+	Rounds      int      `json:"rounds"`
+	FelixRounds []Result `json:"felix_rounds,omitempty"`
+	Ceilings    []Result `json:"ceilings,omitempty"`
+	// CeilingRows are Felix ÷ its QUIC ceiling (or the durable floor, the group-commit
+	// limit) per round; Targets22 issue 22's acceptance judged on them.
+	CeilingRows []CeilingRow `json:"ceiling_rows,omitempty"`
+	Targets22   []Target     `json:"targets_22,omitempty"`
 	// Skipped says which peers or shapes did not run, and why.
 	Skipped []string `json:"skipped,omitempty"`
 	// Failed lists runs that failed (an unaccounted message, a broker error): no figure.
@@ -99,10 +115,16 @@ func Compare(ctx context.Context, r *Runner, o CompareOptions, machine Machine) 
 	if len(o.Shapes) == 0 {
 		o.Shapes = CompareShapes
 	}
-	rep := &CompareReport{Machine: machine, Settings: o.Settings}
-	st := &compareStep{o: o, total: len(o.Shapes) + 1}
+	o.Rounds = max(o.Rounds, 1)
+	rep := &CompareReport{Machine: machine, Settings: o.Settings, Rounds: o.Rounds}
+	st := &compareStep{o: o, total: len(o.Shapes) + 1 + roundSteps(o.Shapes, o.Rounds, o.Ceilings != nil)}
 	if o.Peers != nil {
 		st.total += len(peerRuns)
+	}
+	if o.Ceilings != nil {
+		for _, s := range o.Shapes {
+			st.total += len(ceilingsFor(s))
+		}
 	}
 	st.next("limits of this machine")
 	if o.LimitTime >= 0 {
@@ -123,6 +145,7 @@ func Compare(ctx context.Context, r *Runner, o CompareOptions, machine Machine) 
 		}
 	}
 	rep.Rows, rep.Targets = judge(felix, peers, rep.Limits)
+	rep.CeilingRows, rep.Targets22 = judgeCeilings(append(slices.Clone(rep.Felix), rep.FelixRounds...), rep.Ceilings, peers, rep.Limits, o.Rounds)
 	rep.Elapsed = time.Since(t0)
 	return rep, nil
 }
@@ -141,30 +164,61 @@ func (s *compareStep) next(name string) {
 	}
 }
 
-// runFelix runs the Felix shapes; failures are listed, not returned.
+// runFelix runs the Felix shapes, each followed by the ceilings it is compared with, then
+// rounds 2.. of the ceiling-bound shapes; failures are listed, not returned.
 func (rep *CompareReport) runFelix(ctx context.Context, r *Runner, st *compareStep) (map[string]*Result, error) {
-	felix := map[string]*Result{}
-	for _, name := range st.o.Shapes {
-		st.next("felix " + name)
-		sh, err := ShapeByName(name)
-		if err != nil {
-			rep.Failed = append(rep.Failed, err.Error())
-			continue
+	for round := 1; round <= st.o.Rounds; round++ {
+		shapes := st.o.Shapes
+		if round > 1 {
+			shapes = roundShapes(shapes)
 		}
-		res, err := r.Run(ctx, sh, st.o.Settings)
-		if ctx.Err() != nil {
-			return felix, ctx.Err()
+		for _, name := range shapes {
+			if err := rep.runShape(ctx, r, st, name, round); err != nil {
+				return nil, err
+			}
+			for _, cr := range ceilingsFor(name) {
+				if st.o.Ceilings == nil {
+					break
+				}
+				st.next(fmt.Sprintf("ceiling %s (round %d)", cr.key, round))
+				rep.runCeiling(ctx, st.o.Ceilings, st.o.Settings, cr, round)
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+			}
 		}
-		if err != nil {
-			rep.Failed = append(rep.Failed, "felix "+err.Error())
-			continue
-		}
-		rep.Felix = append(rep.Felix, res)
 	}
+	felix := map[string]*Result{}
 	for i := range rep.Felix {
 		felix[rep.Felix[i].Shape.Name] = &rep.Felix[i]
 	}
 	return felix, nil
+}
+
+// runShape runs one Felix shape of one round: round 1 into Felix, later ones into
+// FelixRounds. Only ctx's error is returned.
+func (rep *CompareReport) runShape(ctx context.Context, r *Runner, st *compareStep, name string, round int) error {
+	st.next(fmt.Sprintf("felix %s (round %d)", name, round))
+	sh, err := ShapeByName(name)
+	if err != nil {
+		rep.Failed = append(rep.Failed, err.Error())
+		return nil
+	}
+	res, err := r.Run(ctx, sh, st.o.Settings)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil {
+		rep.Failed = append(rep.Failed, fmt.Sprintf("felix (round %d) %v", round, err))
+		return nil
+	}
+	res.Round = round
+	if round == 1 {
+		rep.Felix = append(rep.Felix, res)
+	} else {
+		rep.FelixRounds = append(rep.FelixRounds, res)
+	}
+	return nil
 }
 
 // runPeers runs peerRuns, one server at a time; failures are listed, not returned.
@@ -394,7 +448,8 @@ func (l Limits) writeMarkdown(b *strings.Builder) {
 	b.WriteString("\n### Share of the limit\n\nLimits measured on this machine in this run, before the Felix rows (`bench.MeasureLimits`):")
 	fmt.Fprintf(b, " 64 KiB append + fdatasync %s/s (group commit of 64 × 1 KiB: %s records/s) and sequential writes %s in %s; ",
 		FormatRate(l.FdatasyncPerSec), FormatRate(l.GroupCommit1KiB()), FormatBytes(l.DiskBytesPerSec), l.Dir)
-	fmt.Fprintf(b, "one QUIC stream echoing over loopback %s.", FormatBytes(l.QUICEchoBytesPerSec))
+	fmt.Fprintf(b, "4 KiB write + fdatasync p50 %s (O_DIRECT: %v); one QUIC stream echoing over loopback %s.",
+		FormatLatency(l.SyncWriteP50), l.SyncWriteDirect, FormatBytes(l.QUICEchoBytesPerSec))
 	if l.Tmpfs {
 		b.WriteString(" The work directory is on tmpfs: the disk figures say nothing about a disk.")
 	}
@@ -435,6 +490,7 @@ func (c *CompareReport) WriteMarkdown(w io.Writer, command, note string, charts 
 	for _, r := range c.Rows {
 		fmt.Fprintf(&b, "| %s | %s | %.4g | %.4g | %s | %.2f |\n", r.Label, r.Metric, r.Felix, r.Peer, r.PeerIs, r.Ratio)
 	}
+	c.writeCeilings(&b)
 	b.WriteString("\n## Felix, every shape\n\n")
 	if err := WriteResultsTable(&b, c.Felix); err != nil {
 		return err
@@ -443,10 +499,15 @@ func (c *CompareReport) WriteMarkdown(w io.Writer, command, note string, charts 
 	for _, r := range c.Felix {
 		fmt.Fprintf(&b, "| %s | %s |\n", r.Shape.Name, LimitShare(r, c.Limits))
 	}
-	if len(c.Peers) > 0 {
-		b.WriteString("\n## Peers\n\n")
-		if err := WriteResultsTable(&b, c.Peers); err != nil {
-			return err
+	for _, sec := range []struct {
+		title string
+		rs    []Result
+	}{{"Felix, rounds 2 and later (the ceiling-bound shapes)", c.FelixRounds}, {"QUIC ceilings, every round", c.Ceilings}, {"Peers", c.Peers}} {
+		if len(sec.rs) > 0 {
+			fmt.Fprintf(&b, "\n## %s\n\n", sec.title)
+			if err := WriteResultsTable(&b, sec.rs); err != nil {
+				return err
+			}
 		}
 	}
 	if len(c.Skipped) > 0 || len(c.Failed) > 0 {
@@ -468,6 +529,17 @@ func (c *CompareReport) WriteMarkdown(w io.Writer, command, note string, charts 
 	return err
 }
 
+// round1 is the runs of round 1 (the charts show one figure per system and shape).
+func round1(rs []Result) []Result {
+	var out []Result
+	for _, r := range rs {
+		if r.Round <= 1 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 func oneLine(s string) string {
 	s = strings.ReplaceAll(s, "\n", " ")
 	if len(s) > 400 {
@@ -481,7 +553,8 @@ func oneLine(s string) string {
 func (c *CompareReport) WriteCharts(dir, ext string) ([]string, error) {
 	byShape := map[string][]Result{}
 	var order []string
-	for _, r := range append(append([]Result{}, c.Felix...), c.Peers...) {
+	all := append(append(append([]Result{}, c.Felix...), c.Peers...), round1(c.Ceilings)...)
+	for _, r := range all {
 		if _, ok := byShape[r.Shape.Name]; !ok {
 			order = append(order, r.Shape.Name)
 		}
@@ -506,7 +579,6 @@ func (c *CompareReport) WriteCharts(dir, ext string) ([]string, error) {
 			}
 		}
 	}
-	all := append(append([]Result{}, c.Felix...), c.Peers...)
 	f := filepath.Join(dir, "throughput"+ext)
 	if err := ThroughputChart("throughput per shape", all, f); err != nil {
 		errs = append(errs, err)

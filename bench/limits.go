@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,11 @@ type Limits struct {
 	// (netq's listener and TLS, 64 KiB writes): every byte crosses QUIC twice, as a
 	// published record does on its way to a subscriber.
 	QUICEchoBytesPerSec float64 `json:"quic_echo_bytes_per_sec"`
+	// SyncWriteP50 is the median of one 4 KiB write + fdatasync at depth 1 in Dir, on blocks
+	// written once before (as a pre-zeroed segment), O_DIRECT when the filesystem accepts
+	// it (SyncWriteDirect): the disk's part of the durable floor.
+	SyncWriteP50    time.Duration `json:"sync_write_p50_ns"`
+	SyncWriteDirect bool          `json:"sync_write_direct"`
 	// Tmpfs says Dir is on tmpfs: the disk figures say nothing about a disk.
 	Tmpfs bool `json:"tmpfs,omitempty"`
 	// Errors lists the limits that could not be measured, and why.
@@ -46,8 +52,8 @@ type Limits struct {
 // commit: FdatasyncPerSec × 64.
 func (l Limits) GroupCommit1KiB() float64 { return l.FdatasyncPerSec * 64 }
 
-// MeasureLimits measures the Limits, spending about d on each of the three (disk
-// bandwidth, write+fdatasync, QUIC echo). A limit that fails is listed in Errors; only a
+// MeasureLimits measures the Limits, spending about d on each of the four (disk
+// bandwidth, write+fdatasync rate, write+fdatasync latency, QUIC echo). A limit that fails is listed in Errors; only a
 // cancelled ctx stops the rest early.
 func MeasureLimits(ctx context.Context, dir string, d time.Duration) Limits {
 	lim := Limits{Dir: dir, Tmpfs: ring.IsTmpfs(dir)}
@@ -75,6 +81,10 @@ func MeasureLimits(ctx context.Context, dir string, d time.Duration) Limits {
 	})
 	measure("write+fdatasync", func() (err error) {
 		lim.FdatasyncPerSec, err = measureFdatasync(ctx, dir, d)
+		return err
+	})
+	measure("write+fdatasync latency", func() (err error) {
+		lim.SyncWriteP50, lim.SyncWriteDirect, err = measureSyncWrite(ctx, dir, d)
 		return err
 	})
 	measure("QUIC echo", func() (err error) {
@@ -118,6 +128,51 @@ func measureFdatasync(ctx context.Context, dir string, d time.Duration) (float64
 		off = (off + fdatasyncChunk) % region
 	}
 	return float64(rounds) / time.Since(start).Seconds(), ctx.Err()
+}
+
+// syncWriteRegion is the file region measureSyncWrite cycles through (written once first).
+const syncWriteRegion = 4 << 20
+
+// measureSyncWrite times 4 KiB pwrite + fdatasync at depth 1 for about d on a scratch
+// file in dir whose blocks were written and synced once first, and returns the median
+// and whether the writes were O_DIRECT (from page-aligned anonymous memory).
+func measureSyncWrite(ctx context.Context, dir string, d time.Duration) (time.Duration, bool, error) {
+	name := filepath.Join(dir, fmt.Sprintf("felix-bench-syncwrite-%d", os.Getpid()))
+	defer os.Remove(name)
+	if err := os.WriteFile(name, make([]byte, syncWriteRegion), 0o600); err != nil {
+		return 0, false, err
+	}
+	direct := true
+	fd, err := unix.Open(name, unix.O_WRONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		direct = false
+		if fd, err = unix.Open(name, unix.O_WRONLY, 0); err != nil {
+			return 0, false, err
+		}
+	}
+	defer unix.Close(fd)
+	if err := unix.Fdatasync(fd); err != nil {
+		return 0, direct, fmt.Errorf("fdatasync: %w", err)
+	}
+	buf, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return 0, direct, err
+	}
+	defer unix.Munmap(buf)
+	lat := NewLatency()
+	off := int64(0)
+	for start := time.Now(); time.Since(start) < d && ctx.Err() == nil; off = (off + 4096) % syncWriteRegion {
+		buf[0]++
+		t := time.Now()
+		if _, err := unix.Pwrite(fd, buf, off); err != nil {
+			return 0, direct, fmt.Errorf("pwrite: %w", err)
+		}
+		if err := unix.Fdatasync(fd); err != nil {
+			return 0, direct, fmt.Errorf("fdatasync: %w", err)
+		}
+		lat.Record(time.Since(t))
+	}
+	return lat.Summary().P50, direct, ctx.Err()
 }
 
 // measureQUICEcho echoes 64 KiB writes through one QUIC stream on 127.0.0.1 for d/4 of

@@ -18,7 +18,7 @@ func TestMeasureLimits(t *testing.T) {
 	if len(lim.Errors) > 0 || lim.Dir != dir {
 		t.Fatalf("limits: %+v", lim)
 	}
-	if lim.FdatasyncPerSec <= 0 || lim.DiskBytesPerSec <= 0 || lim.QUICEchoBytesPerSec <= 0 {
+	if lim.FdatasyncPerSec <= 0 || lim.DiskBytesPerSec <= 0 || lim.QUICEchoBytesPerSec <= 0 || lim.SyncWriteP50 <= 0 {
 		t.Fatalf("a limit was not measured: %+v", lim)
 	}
 	if lim.GroupCommit1KiB() != 64*lim.FdatasyncPerSec {
@@ -26,7 +26,7 @@ func TestMeasureLimits(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if lim := MeasureLimits(ctx, dir, time.Second); lim.DiskBytesPerSec != 0 || lim.FdatasyncPerSec != 0 || lim.QUICEchoBytesPerSec != 0 || len(lim.Errors) != 3 {
+	if lim := MeasureLimits(ctx, dir, time.Second); lim.DiskBytesPerSec != 0 || lim.FdatasyncPerSec != 0 || lim.QUICEchoBytesPerSec != 0 || lim.SyncWriteP50 != 0 || len(lim.Errors) != 4 {
 		t.Fatalf("a cancelled measurement reported %+v", lim)
 	}
 }

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -78,10 +76,13 @@ type PeerProc struct {
 	// Addr is how clients reach it: a nats:// URL or host:port.
 	Addr string
 	// PID is the server's process id (its CPU and RSS are read like the broker's).
-	PID    int
-	cmd    *exec.Cmd
-	exited chan struct{}
-	dir    string // removed by Stop ("" = none)
+	PID int
+	// Fingerprint is the server certificate's SHA-256 (hex) for a TLS server (the QUIC
+	// ceilings), "" otherwise.
+	Fingerprint string
+	cmd         *exec.Cmd
+	exited      chan struct{}
+	dir         string // removed by Stop ("" = none)
 }
 
 // Stop sends SIGTERM, then kills after 10 s, and removes the server's store.
@@ -209,40 +210,15 @@ func freeTCPPort() (int, error) {
 // Client runs one felix-peers client subcommand (js-publish, js-async, nats-pubsub,
 // redis) with args and returns its Result (System names the peer and its settings). The
 // run's warm-up and duration come from s. server, when set, is sampled for CPU and RSS
-// over the run. Errors: the subcommand's own (an unaccounted message fails it).
+// over the client's measured phase (runTool). Errors: the subcommand's own (an
+// unaccounted message fails it).
 func (p *Peers) Client(ctx context.Context, sub string, s Settings, server *PeerProc, args ...string) (Result, error) {
 	s.defaults()
 	all := append([]string{sub, "--warmup", s.Warmup.String(), "--duration", s.Duration.String(), "--drain", s.Drain.String()}, args...)
-	cmd := exec.CommandContext(ctx, p.Bin, all...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	var u0 ProcUsage
-	if server != nil {
-		u0, _ = ReadProcUsage(server.PID)
-	}
-	t0 := time.Now()
-	if err := cmd.Run(); err != nil {
-		return Result{}, fmt.Errorf("felix-peers %s: %v: %s", strings.Join(all, " "), err, strings.TrimSpace(errb.String()))
-	}
-	wall := time.Since(t0)
-	var res Result
-	sc := bufio.NewScanner(&out)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	found := false
-	for sc.Scan() {
-		if json.Unmarshal(sc.Bytes(), &res) == nil && res.System != "" {
-			found = true
-		}
-	}
-	if !found {
-		return Result{}, fmt.Errorf("felix-peers %s: no result line in %q", sub, out.String())
+	res, err := runTool(ctx, p.Bin, all, server)
+	if err != nil {
+		return Result{}, fmt.Errorf("felix-peers %w", err)
 	}
 	res.Settings = s
-	if server != nil {
-		if u, err := ReadProcUsage(server.PID); err == nil {
-			res.BrokerCPUCores = (u.CPU - u0.CPU).Seconds() / wall.Seconds()
-			res.BrokerRSS = u.RSS
-		}
-	}
 	return res, nil
 }

@@ -49,11 +49,12 @@ func FormatLatency(d time.Duration) string {
 }
 
 // WriteResultsTable writes one Markdown row per result: system, shape, loop, records/s,
-// MB/s, p50, p90, p99, p99.9, max, broker CPU and RSS, warnings.
+// MB/s, p50, p90, p99, p99.9, max, server CPU (cores) and RSS, CPU per record or operation
+// of the server and of the client (load generator), warnings.
 func WriteResultsTable(w io.Writer, rs []Result) error {
 	var b strings.Builder
-	b.WriteString("| system | shape | loop | records/s | MB/s | p50 | p90 | p99 | p99.9 | max | server CPU (cores) | server RSS | sent / delivered / dropped | notes |\n")
-	b.WriteString("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n")
+	b.WriteString("| system | shape | loop | records/s | MB/s | p50 | p90 | p99 | p99.9 | max | server CPU (cores) | server RSS | CPU per op: server / client | sent / delivered / dropped | notes |\n")
+	b.WriteString("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n")
 	for _, r := range rs {
 		loop := r.Loop
 		if r.Loop == "open" {
@@ -63,12 +64,21 @@ func WriteResultsTable(w io.Writer, rs []Result) error {
 		if len(r.Warnings) > 0 {
 			notes = strings.TrimSpace(notes + "; ⚠ " + strings.Join(r.Warnings, "; "))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.1f | %s | %s | %s | %s | %s | %.2f | %.0f MiB | %d / %d / %d | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.1f | %s | %s | %s | %s | %s | %.2f | %.0f MiB | %s / %s | %d / %d / %d | %s |\n",
 			r.System, r.Shape.Name, loop, FormatRate(r.RecordsPerSec), r.BytesPerSec/1e6,
 			FormatLatency(r.Latency.P50), FormatLatency(r.Latency.P90), FormatLatency(r.Latency.P99),
 			FormatLatency(r.Latency.P999), FormatLatency(r.Latency.Max), r.BrokerCPUCores, float64(r.BrokerRSS)/(1<<20),
-			r.Sent, r.Delivered, r.Dropped, notes)
+			formatCPUPerOp(r.BrokerCPUCores, r.RecordsPerSec), formatCPUPerOp(r.ClientCPUCores, r.RecordsPerSec), r.Sent, r.Delivered, r.Dropped, notes)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// formatCPUPerOp prints CPUPerOp in µs with 3 significant digits ("–" when not measured).
+func formatCPUPerOp(cores, perSec float64) string {
+	d := CPUPerOp(cores, perSec)
+	if d == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.3g µs", us(d))
 }

@@ -69,11 +69,27 @@ type Result struct {
 	// BrokerCPUCores is the broker's (or peer server's) CPU time over the measured phase
 	// divided by its length (1.0 = one core busy; for peers: over the whole client run);
 	// BrokerRSS its resident memory at the end (bytes).
-	BrokerCPUCores float64  `json:"broker_cpu_cores"`
-	BrokerRSS      int64    `json:"broker_rss_bytes"`
-	Warnings       []string `json:"warnings,omitempty"`
+	BrokerCPUCores float64 `json:"broker_cpu_cores"`
+	BrokerRSS      int64   `json:"broker_rss_bytes"`
+	// ClientCPUCores is the load generator's CPU over the same phase (1.0 = one core): for
+	// Felix this felix-bench process (the SDK clients), for a peer or a ceiling its client
+	// process as it measured itself; 0 = not measured.
+	ClientCPUCores float64 `json:"client_cpu_cores"`
+	// Round numbers the comparison round a run belongs to (compare --rounds; 0 = not a
+	// round of a comparison).
+	Round    int      `json:"round,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
 	// PeerSettings are a peer's own settings as felix-peers reported them.
 	PeerSettings map[string]any `json:"peer_settings,omitempty"`
+}
+
+// CPUPerOp is cores ÷ perSec: the CPU time one delivered record or operation cost
+// (0 when either is 0).
+func CPUPerOp(cores, perSec float64) time.Duration {
+	if cores <= 0 || perSec <= 0 {
+		return 0
+	}
+	return time.Duration(cores / perSec * float64(time.Second))
 }
 
 // finish fills the rates from counts and elapsed, and checks the run's size against the

@@ -108,8 +108,8 @@ type run struct {
 
 	stream, cacheName string // created by this run, deleted at its end (disk space)
 
-	mStart, mEnd time.Time // the measured phase
-	cpu0         ProcUsage
+	mStart, mEnd time.Time     // the measured phase
+	cpu0, self0  ProcUsage     // the broker's and this process's usage at mStart
 	sampled      chan struct{} // closed once cpu0 is read
 }
 
@@ -127,6 +127,7 @@ func (w *run) sampleAtStart(ctx context.Context) {
 	defer close(w.sampled)
 	sleepUntil(ctx, w.mStart)
 	w.cpu0, _ = w.b.Usage()
+	w.self0, _ = ReadProcUsage(os.Getpid())
 }
 
 func (w *run) sampleAtEnd(ctx context.Context) {
@@ -135,6 +136,9 @@ func (w *run) sampleAtEnd(ctx context.Context) {
 	if u, err := w.b.Usage(); err == nil {
 		w.res.BrokerCPUCores = (u.CPU - w.cpu0.CPU).Seconds() / w.s.Duration.Seconds()
 		w.res.BrokerRSS = u.RSS
+	}
+	if u, err := ReadProcUsage(os.Getpid()); err == nil {
+		w.res.ClientCPUCores = (u.CPU - w.self0.CPU).Seconds() / w.s.Duration.Seconds()
 	}
 }
 
@@ -490,13 +494,14 @@ func (w *run) replay(ctx context.Context) error {
 		return err
 	}
 	cpu0, _ := w.b.Usage()
+	self0, _ := ReadProcUsage(os.Getpid())
 	start := time.Now()
 	got, gaps, err := readBack(ctx, cs[0], w.name, int64(n), w.s.Duration*4+w.s.Drain)
 	if err != nil {
 		return err
 	}
 	elapsed := time.Since(start)
-	w.usageSince(cpu0, elapsed)
+	w.usageSince(cpu0, self0, elapsed)
 	w.res.Sent, w.res.Delivered, w.res.Dropped = int64(n), got, gaps
 	if err := Account(sh.Name, "replay subscriber", int64(n), got, gaps); err != nil {
 		return err

@@ -18,7 +18,9 @@ const (
 	// synchronously: each record's ack arrives before the next record is sent.
 	KindPubSub Kind = "pubsub"
 	// KindDurable runs Publishers synchronous publishers (one record in flight each,
-	// per-message ack) against a broker in the shape's FsyncMode; latency is the ack.
+	// per-message ack) against a broker in the shape's FsyncMode; latency is the ack. With
+	// InFlight > 1 each publisher batches instead: InFlight records in flight, batches of
+	// up to Batch records sealed after 1 ms of linger, acked per batch.
 	KindDurable Kind = "durable"
 	// KindCache runs Clients connections with InFlight requests each, GetRatio gets and
 	// the rest puts of Payload-byte values over a key space of Keys.
@@ -75,6 +77,8 @@ func Shapes() map[string]Shape {
 		add(Shape{Name: "durable-1k-" + mode, Kind: KindDurable, Payload: 1024, Batch: 1, Publishers: 8, FsyncMode: mode,
 			Note: "8 synchronous publishers, per-message ack, fsync " + mode})
 	}
+	add(Shape{Name: "durable-1k-on_commit-b64", Kind: KindDurable, Payload: 1024, Batch: 64, Publishers: 8, InFlight: 64, FsyncMode: "on_commit",
+		Note: "8 batching publishers, 64 records in flight each, batches ≤ 64 with 1 ms linger, fsync on_commit"})
 	add(Shape{Name: "cache-256-c50", Kind: KindCache, Payload: 256, Clients: 50, InFlight: 1, GetRatio: 0.5, Keys: 10000, FsyncMode: "periodic",
 		Note: "50 clients, 1 in flight each, 50 % gets"})
 	add(Shape{Name: "cache-256-c50-p16", Kind: KindCache, Payload: 256, Clients: 50, InFlight: 16, GetRatio: 0.5, Keys: 10000, FsyncMode: "periodic",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -280,8 +281,9 @@ func (w *run) accountPubSub(subs []*subscriber, ck *checker, sent int64) error {
 	return w.res.finish(inWindow, inWindow*int64(sh.Payload))
 }
 
-// durable: Publishers synchronous publishers, per-message ack; afterwards every
-// acknowledged record is read back from the earliest offset.
+// durable: Publishers synchronous publishers, per-message ack (or, with InFlight > 1,
+// InFlight workers per batching publisher, each waiting for its record's batch ack);
+// afterwards every acknowledged record is read back from the earliest offset.
 func (w *run) durable(ctx context.Context) error {
 	sh := w.res.Shape
 	if err := w.createStream(ctx); err != nil {
@@ -292,18 +294,30 @@ func (w *run) durable(ctx context.Context) error {
 		return err
 	}
 	defer closeAll()
+	opts := client.PublisherOptions{Linger: -1, MaxRecords: 1, Ack: client.AckPerMessage}
+	inFlight := max(sh.InFlight, 1)
+	if inFlight > 1 { // batching publishers: InFlight records outstanding, batches of Batch
+		opts = client.PublisherOptions{Linger: time.Millisecond, MaxRecords: sh.Batch}
+	}
 	pubs := make([]*client.Publisher, sh.Publishers)
 	for i := range pubs {
-		if pubs[i], err = cs[i%len(cs)].NewPublisher(w.name, client.PublisherOptions{Linger: -1, MaxRecords: 1, Ack: client.AckPerMessage}); err != nil {
+		if pubs[i], err = cs[i%len(cs)].NewPublisher(w.name, opts); err != nil {
 			return err
 		}
 		defer pubs[i].Close(ctx)
 	}
 	var st opStats
-	lats := newLatencies(sh.Publishers)
-	if err := w.measuredPhase(ctx, sh.Publishers, func(i int, pace *Pacer) error {
-		buf := make([]byte, sh.Payload)
-		return w.opLoop(ctx, pace, lats[i], &st, func() error { _, err := pubs[i].PublishSync(ctx, buf); return err })
+	workers := sh.Publishers * inFlight
+	lats := newLatencies(workers)
+	if err := w.measuredPhase(ctx, workers, func(i int, pace *Pacer) error {
+		buf, p := make([]byte, sh.Payload), pubs[i/inFlight]
+		return w.opLoop(ctx, pace, lats[i], &st, func() error {
+			if inFlight == 1 {
+				_, err := p.PublishSync(ctx, buf)
+				return err
+			}
+			return publishAwait(ctx, p, buf)
+		})
 	}); err != nil {
 		return err
 	}
@@ -322,6 +336,21 @@ func (w *run) durable(ctx context.Context) error {
 	w.res.Elapsed = w.s.Duration
 	n := st.inWindow.Load()
 	return w.res.finish(n, n*int64(sh.Payload))
+}
+
+// publishAwait publishes buf on a batching publisher and waits for its batch's outcome.
+func publishAwait(ctx context.Context, p *client.Publisher, buf []byte) error {
+	pd, err := p.Publish(ctx, buf)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-pd.Done():
+		_, err = pd.Batch()
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // cache: Clients connections × InFlight workers of gets and puts (or counter adds).
@@ -437,6 +466,7 @@ func (w *run) group(ctx context.Context) error {
 		return err
 	}
 	cpu0, _ := w.b.Usage()
+	self0, _ := ReadProcUsage(os.Getpid())
 	gs := &groupState{seen: make([]bool, n)}
 	lats := newLatencies(len(cs))
 	gctx, cancel := context.WithTimeout(ctx, w.s.Duration*4+w.s.Drain)
@@ -446,7 +476,7 @@ func (w *run) group(ctx context.Context) error {
 		return err
 	}
 	elapsed := time.Since(start)
-	w.usageSince(cpu0, elapsed)
+	w.usageSince(cpu0, self0, elapsed)
 	w.res.Sent, w.res.Delivered = int64(n), gs.unique.Load()
 	if err := Account(sh.Name, "group acks", int64(n), gs.unique.Load(), 0); err != nil {
 		return err
@@ -493,10 +523,17 @@ func (w *run) consume(ctx context.Context, c *client.Client, gs *groupState, n i
 	return nil
 }
 
-// usageSince fills the broker's CPU (cores) and RSS over elapsed since cpu0.
-func (w *run) usageSince(cpu0 ProcUsage, elapsed time.Duration) {
-	if u, err := w.b.Usage(); err == nil && elapsed > 0 {
+// usageSince fills the broker's CPU (cores) and RSS over elapsed since cpu0, and this
+// process's CPU since self0.
+func (w *run) usageSince(cpu0, self0 ProcUsage, elapsed time.Duration) {
+	if elapsed <= 0 {
+		return
+	}
+	if u, err := w.b.Usage(); err == nil {
 		w.res.BrokerCPUCores = (u.CPU - cpu0.CPU).Seconds() / elapsed.Seconds()
 		w.res.BrokerRSS = u.RSS
+	}
+	if u, err := ReadProcUsage(os.Getpid()); err == nil {
+		w.res.ClientCPUCores = (u.CPU - self0.CPU).Seconds() / elapsed.Seconds()
 	}
 }

@@ -387,8 +387,9 @@ func printPlan(out io.Writer, pl bench.Plan, m bench.Machine) {
 
 // compareFlags are the compare command's flags.
 type compareFlags struct {
-	out, img, note string
-	noPeers        bool
+	out, img, note      string
+	noPeers, noCeilings bool
+	rounds              int
 }
 
 func compareCmd(g *globals) *cobra.Command {
@@ -402,7 +403,9 @@ func compareCmd(g *globals) *cobra.Command {
 	f.StringVar(&cf.out, "out", "", "also write the Markdown report to this file")
 	f.StringVar(&cf.img, "img", "", "write SVG charts into this directory (linked from the report)")
 	f.StringVar(&cf.note, "note", "", "a paragraph added under the machine line (e.g. what else ran on the machine)")
-	f.BoolVar(&cf.noPeers, "no-peers", false, "Felix figures only")
+	f.BoolVar(&cf.noPeers, "no-peers", false, "no NATS or Redis runs")
+	f.BoolVar(&cf.noCeilings, "no-ceilings", false, "no QUIC ceiling runs (bench/ceilings)")
+	f.IntVar(&cf.rounds, "rounds", 1, "rounds of the ceiling-bound Felix shapes, each followed by its QUIC ceiling (round 1 runs every shape)")
 	return cmd
 }
 
@@ -413,7 +416,18 @@ func runCompare(cmd *cobra.Command, g *globals, cf *compareFlags) error {
 		return err
 	}
 	defer e.close()
-	opts := bench.CompareOptions{Settings: g.settings(0)}
+	opts := bench.CompareOptions{Settings: g.settings(0), Rounds: cf.rounds}
+	if !cf.noCeilings {
+		fmt.Fprintln(os.Stderr, "building felix-ceilings (bench/ceilings module) ...")
+		if cbin, err := bench.BuildCeilings(ctx, e.root, e.work); err != nil {
+			fmt.Fprintln(os.Stderr, "QUIC ceilings skipped:", err)
+		} else {
+			opts.Ceilings = &bench.Ceilings{Bin: cbin, WorkDir: filepath.Join(e.work, "ceilings")}
+			if g.verbose {
+				opts.Ceilings.Log = os.Stderr
+			}
+		}
+	}
 	if !cf.noPeers {
 		fmt.Fprintln(os.Stderr, "building felix-peers (bench/peers module) ...")
 		if pbin, err := bench.BuildPeers(ctx, e.root, e.work); err != nil {
@@ -456,7 +470,16 @@ func writeCompare(stdout io.Writer, e *env, rep *bench.CompareReport, cf *compar
 	for _, r := range rep.Peers {
 		_ = bench.WriteJSONLine(e.jsonW, "peer_result", r)
 	}
-	for _, t := range rep.Targets {
+	for _, r := range rep.FelixRounds {
+		_ = bench.WriteJSONLine(e.jsonW, "result", r)
+	}
+	for _, r := range rep.Ceilings {
+		_ = bench.WriteJSONLine(e.jsonW, "ceiling_result", r)
+	}
+	for _, r := range rep.CeilingRows {
+		_ = bench.WriteJSONLine(e.jsonW, "ceiling_row", r)
+	}
+	for _, t := range append(append([]bench.Target{}, rep.Targets...), rep.Targets22...) {
 		_ = bench.WriteJSONLine(e.jsonW, "target", t)
 	}
 	var charts []string

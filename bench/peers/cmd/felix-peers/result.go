@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -24,6 +25,7 @@ type result struct {
 	Latency       percentiles `json:"latency"`
 	LatencyFrom   string      `json:"latency_from"`
 	Settings      any         `json:"peer_settings"`
+	ClientCPU     float64     `json:"client_cpu_cores"`
 	Warnings      []string    `json:"warnings,omitempty"`
 }
 
@@ -74,6 +76,11 @@ func emit(r result, records, bytes int64, elapsed time.Duration) error {
 	if s := elapsed.Seconds(); s > 0 {
 		r.RecordsPerSec = float64(records) / s
 		r.BytesPerSec = float64(bytes) / s
+		select {
+		case cpu := <-windowCPU:
+			r.ClientCPU = cpu.Seconds() / s
+		case <-time.After(time.Second):
+		}
 	}
 	if r.Loop == "" {
 		r.Loop = "closed"
@@ -89,9 +96,36 @@ func emit(r result, records, bytes int64, elapsed time.Duration) error {
 // window is the warm-up + measured phase of a run.
 type window struct{ start, end time.Time }
 
+// newWindow fixes the phases and starts marks: {"mark":"start"} and {"mark":"end"} on
+// stdout at the measured phase's bounds (felix-bench samples the server's CPU there) and
+// this process's CPU over it, handed to emit.
 func newWindow(c common) window {
 	s := time.Now().Add(c.warmup)
-	return window{s, s.Add(c.duration)}
+	w := window{s, s.Add(c.duration)}
+	go marks(w)
+	return w
+}
+
+// windowCPU carries the client's CPU time inside the measured phase (one window per run).
+var windowCPU = make(chan time.Duration, 1)
+
+func marks(w window) {
+	time.Sleep(time.Until(w.start))
+	c0 := selfCPU()
+	fmt.Fprintln(os.Stdout, `{"mark":"start"}`)
+	time.Sleep(time.Until(w.end))
+	c1 := selfCPU()
+	fmt.Fprintln(os.Stdout, `{"mark":"end"}`)
+	windowCPU <- c1 - c0
+}
+
+// selfCPU is this process's user + system CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func (w window) in(t time.Time) bool { return !t.Before(w.start) && t.Before(w.end) }
