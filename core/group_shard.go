@@ -66,7 +66,13 @@ func (c *core) openGroupShard(s *streamShard) (*groupShard, error) {
 		return nil, storageError(fmt.Sprintf("replay groups of %s shard %d", s.name, s.index), err)
 	}
 	gs.durableLog = gs.cursor
-	gs.flush() // repair records: durable before any later answer (tokens are ordered)
+	if s.follows() {
+		// A follower's group logs hold only its leader's records: the replay's repair
+		// records are the leader's to write (a promotion replays again and writes them).
+		_ = gs.sm.TakeEffects()
+	} else {
+		gs.flush() // repair records: durable before any later answer (tokens are ordered)
+	}
 	s.onCommit, s.onClose = gs.recordsCommitted, gs.streamClosed
 	return gs, nil
 }

@@ -304,7 +304,8 @@ func (w *producerWindow) recover(log logReader, dataNext uint64) (producerRecove
 // recoverProducers orders the record log after the producers log, rebuilds
 // the window, cuts a torn batch off the record log and, when the producers
 // log names records that are not there, appends a fence at the record log's
-// end before anything else is written (see recover).
+// end before anything else is written (see recover). A follower (follows) only
+// rebuilds the window.
 func (s *streamShard) recoverProducers() error {
 	if err := s.records.writeAfter(s.producerLog); err != nil {
 		return err
@@ -312,6 +313,13 @@ func (s *streamShard) recoverProducers() error {
 	rec, err := s.producers.recover(s.producerLog, s.records.NextOffset())
 	if err != nil {
 		return err
+	}
+	if s.follows() {
+		// The producers log can be ahead of the records log here without any crash (the
+		// leader's key records replicate before the records they name): a "torn" batch is
+		// one still arriving, and the records held were acknowledged. Nothing is cut or
+		// fenced; a promotion rebuilds the window and fences as the leader.
+		return nil
 	}
 	if rec.torn && rec.cut < s.records.NextOffset() {
 		dropped := s.records.NextOffset() - rec.cut

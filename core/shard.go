@@ -23,6 +23,10 @@ type streamShard struct {
 
 	records     shardLog    // durable only
 	producerLog shardLog    // durable only: idempotent keys (producer.go)
+	// openedFollower: the shard was opened as a follower of its replica set (before its
+	// placement is recorded in core.roles): its logs hold only what its leader wrote, so
+	// recovery writes nothing of its own (follows).
+	openedFollower bool
 	replay      *replayRing // in-memory only
 	next        uint64      // in-memory: next offset
 
@@ -99,10 +103,12 @@ type heldPublish struct {
 	enqueuedNanos int64
 }
 
-// openStreamShard opens (recovering) shard index of meta's stream on c.
-func (c *core) openStreamShard(spec *StreamSpec, index int) (*streamShard, error) {
+// openStreamShard opens (recovering) shard index of meta's stream on c; a follower's
+// recovery writes nothing to its logs (follows).
+func (c *core) openStreamShard(spec *StreamSpec, index int, follower bool) (*streamShard, error) {
 	cfg := &c.engine.cfg
-	s := &streamShard{c: c, name: spec.Name, index: index, durable: spec.Durable, consistency: spec.Consistency}
+	s := &streamShard{c: c, name: spec.Name, index: index, durable: spec.Durable, consistency: spec.Consistency,
+		openedFollower: follower}
 	s.onAppended = s.appended
 	s.onLogged = s.producerLogged
 	s.onCompacted = s.producerCompacted
@@ -381,15 +387,29 @@ func (s *streamShard) closeAndRemove(reason error, remove bool) error {
 	return nil
 }
 
-// openShard opens shard index of spec's stream on c, its logs with the
-// stream's own options (StreamSpec retention and SyncOnCommit, passed to
+// openShard opens shard index of spec's stream on c (as a follower of its replica set
+// when follower: see follows), its logs with the stream's own options (StreamSpec
+// retention and SyncOnCommit, passed to
 // coreDisk.OpenLog) and, when the stream sets a retention bound, makes sure
 // c's retention timer runs (Config.RetentionInterval) even if the engine
 // sets none.
-func (c *core) openShard(spec *StreamSpec, index int) (*streamShard, error) {
-	s, err := c.openStreamShard(spec, index)
+func (c *core) openShard(spec *StreamSpec, index int, follower bool) (*streamShard, error) {
+	s, err := c.openStreamShard(spec, index, follower)
 	if err == nil && spec.Durable && spec.hasRetention() {
 		c.scheduleRetention()
 	}
 	return s, err
+}
+
+// follows reports whether s is a follower of its replica set: its placement's role, or
+// before the placement is recorded, the role it was opened as. A follower's logs hold
+// only what its leader wrote at the leader's offsets (seeds/internal-protocol.txt,
+// "Replication"): recovery and the group replay write nothing of their own there (no
+// producer fence, no cut of a torn batch, no group repair records); a promotion rebuilds
+// that state and writes what it owes as the leader (replicate_promote.go).
+func (s *streamShard) follows() bool {
+	if p := s.c.roles.streams[s]; p != nil {
+		return p.role == RoleFollower
+	}
+	return s.openedFollower
 }

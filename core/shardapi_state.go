@@ -216,7 +216,7 @@ func (c *core) setCacheRole(cs *cacheShard, role Role, generation uint64) error 
 // logs (openShard: records and producers; a durable shard's group cursors
 // and dead letters too, replayed) and places it at p.
 func (c *core) openPlacedStream(spec *StreamSpec, index int, p placement) (*streamShard, error) {
-	s, err := c.openShard(spec, index)
+	s, err := c.openShard(spec, index, p.role == RoleFollower)
 	if err != nil {
 		return nil, err
 	}
