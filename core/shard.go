@@ -21,14 +21,14 @@ type streamShard struct {
 	index   int
 	durable bool
 
-	records     shardLog    // durable only
-	producerLog shardLog    // durable only: idempotent keys (producer.go)
+	records     shardLog // durable only
+	producerLog shardLog // durable only: idempotent keys (producer.go)
 	// openedFollower: the shard was opened as a follower of its replica set (before its
 	// placement is recorded in core.roles): its logs hold only what its leader wrote, so
 	// recovery writes nothing of its own (follows).
 	openedFollower bool
-	replay      *replayRing // in-memory only
-	next        uint64      // in-memory: next offset
+	replay         *replayRing // in-memory only
+	next           uint64      // in-memory: next offset
 
 	// fanoutNext is the first offset not yet handed to subscribers: live
 	// subscriptions registered now receive every batch from here on.
