@@ -91,6 +91,12 @@ SOAK_CP_KILLS ?= 100
 soak-controlplane:
 	FELIX_CP_KILLS=$(SOAK_CP_KILLS) $(GO) test -count=1 -timeout 60m -v ./e2e/controlplane/
 
+## upgrade-e2e: the upgrade test across builds (e2e/upgrade, docs/upgrades.md): the previous release built from
+## a git worktree against the current build on the five compatibility surfaces (what .ci/run runs)
+.PHONY: upgrade-e2e
+upgrade-e2e:
+	FELIX_UPGRADE_E2E=1 $(GO) test -race -count=1 -timeout 15m ./e2e/upgrade/
+
 ## soak-failover: the control plane's failover of a SIGKILLed shard leader for longer (SOAK_FAILOVER_KILLS kills,
 ## idempotent and plain producers; docs/bench/failover.md)
 SOAK_FAILOVER_KILLS ?= 20
