@@ -134,3 +134,21 @@ func (l *Log) writeFailed(u *unit) {
 		l.syncInFlight = false
 	}
 }
+
+// bufferedViaRing sends buffered (periodic, none) writes through io_uring instead of a
+// pwrite on the caller's thread: the core thread no longer copies every batch into the
+// page cache itself (21–31 % of broker CPU on pub/sub, issue 22). ext4 punts each such
+// write to an io_uring kernel worker (NOTES.md); measured in docs/bench/seglog.md.
+var bufferedViaRing = true
+
+// bufferedRingMinBytes is the smallest buffered write sent through the ring: below it the
+// pwrite's copy costs less than the hand-off to a kernel worker (one append in flight: p50
+// 4 µs inline against 10 µs through the ring), above it the copy overlaps the core's next
+// turn (docs/bench/seglog.md, "Buffered writes through the ring").
+var bufferedRingMinBytes = 64 << 10
+
+// asyncBuffered reports whether l's buffered write of n bytes goes through the ring (the
+// syscall backend would run it on the caller's thread at Submit anyway: plain pwrite there).
+func (l *Log) asyncBuffered(n int) bool {
+	return bufferedViaRing && n >= bufferedRingMinBytes && l.d.r.Backend() == ring.BackendUring
+}

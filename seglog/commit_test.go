@@ -91,3 +91,39 @@ func TestOnCommitWriteCarriesItsFlush(t *testing.T) {
 		})
 	}
 }
+
+// TestLargeBufferedWritesGoThroughTheRing: under fsync none and periodic, a buffered write
+// of at least bufferedRingMinBytes is an io_uring write (off the caller's thread), a smaller
+// one a pwrite on the caller's thread; both read back. With bufferedViaRing off (the path
+// before issue 22) the large write is a pwrite too, which the check refuses.
+func TestLargeBufferedWritesGoThroughTheRing(t *testing.T) {
+	for _, mode := range []FsyncMode{FsyncNone, FsyncPeriodic} {
+		t.Run(mode.String(), func(t *testing.T) {
+			tr := &traceRing{Ring: newRing(t)}
+			needUring(t, tr, "the syscall backend writes on the caller's thread either way")
+			d := NewDisk(tr, nil)
+			l := openTest(t, d, Options{Dir: t.TempDir(), FsyncMode: mode, FsyncInterval: time.Hour})
+			defer l.Close()
+			small, large := []byte("small"), make([]byte, bufferedRingMinBytes)
+			for i := range large {
+				large[i] = byte(i)
+			}
+			for _, c := range []struct {
+				payload []byte
+				ring    bool
+			}{{small, false}, {large, true}, {small, false}} {
+				tr.events = nil
+				if r := appendWait(t, d, l, 1, c.payload); r.err != nil {
+					t.Fatal(r.err)
+				}
+				if got := strings.Contains(strings.Join(tr.events, ","), "prepare write"); got != c.ring {
+					t.Fatalf("%d-byte append: ring write %v, want %v (ring saw %v)", len(c.payload), got, c.ring, tr.events)
+				}
+			}
+			got := readAll(t, l, 0)
+			if len(got) != 3 || got[1].payload != string(large) || got[2].payload != "small" {
+				t.Fatalf("read back %d records", len(got))
+			}
+		})
+	}
+}
