@@ -38,7 +38,8 @@ func Usage(w io.Writer) {
 // Source says where a setting's effective value came from (shown by --print-config).
 type Source string
 
-// Sources in load order; a later one wins (spec/config.md load order, flags last).
+// Sources in load order; a later one wins (spec/config.md load order, flags last;
+// SourceFile, config_file.go, comes between the default and env).
 const (
 	SourceDefault Source = "default"
 	SourceEnv     Source = "env"
@@ -355,11 +356,12 @@ func authMode() (func(*Config, string) error, func(*Config) string) {
 		}
 }
 
-// LoadConfig builds the configuration from defaults, then env (lookup, usually
-// os.LookupEnv), then args (flags without the program name). It also reports whether
-// --print-config was given. Invalid values, unknown flags and FELIX_BROKER_CONFIG (the
-// YAML file is not supported by this build) return errors wrapping ErrConfig that name the
-// variable or flag.
+// LoadConfig builds the configuration from defaults, then the configuration file
+// (FELIX_BROKER_CONFIG, else DefaultConfigFile when it exists: config_file.go), then env
+// (lookup, usually os.LookupEnv), then args (flags without the program name). It also
+// reports whether --print-config was given. Invalid values, unknown flags, and a missing,
+// unreadable or bad file return errors wrapping ErrConfig that name the variable, flag or
+// file line.
 func LoadConfig(args []string, lookup func(string) (string, bool)) (cfg *Config, printConfig bool, err error) {
 	cfg = &Config{sources: map[string]Source{}}
 	table := settings()
@@ -369,8 +371,8 @@ func LoadConfig(args []string, lookup func(string) (string, bool)) (cfg *Config,
 		}
 		cfg.sources[s.env] = SourceDefault
 	}
-	if v, ok := lookup("FELIX_BROKER_CONFIG"); ok && v != "" {
-		return nil, false, fmt.Errorf("%w: FELIX_BROKER_CONFIG=%s: YAML configuration files are not supported by this build; use FELIX_* variables or flags", ErrConfig, v)
+	if err := applyConfigFile(cfg, table, lookup); err != nil { // config_file.go
+		return nil, false, err
 	}
 	for _, s := range table {
 		v, ok := lookup(s.env)

@@ -1,8 +1,10 @@
 // Command felix-broker runs a single-node Felix broker: data in ./felix-data, clients on
 // QUIC :5000, operations and the admin API on HTTP :8080 (docs/operations.md).
 //
-// Configuration: built-in defaults, then FELIX_* variables, then flags (felix-broker
-// --help lists them); --print-config prints every effective setting with its source and
+// Configuration: built-in defaults, then the YAML file FELIX_BROKER_CONFIG names, then
+// FELIX_* variables, then flags (felix-broker --help lists them; a set FELIX_* variable
+// the broker does not read but that is a few edits from one it does is logged as a
+// warning naming the closest); --print-config prints every effective setting with its source and
 // exits. An invalid setting (including one found while starting, such as an unusable
 // FELIX_READY_FILE directory) exits 2 before the data dir is touched; any other startup
 // failure exits 1. SIGTERM or SIGINT drains within FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS and exits
@@ -42,13 +44,17 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "felix-broker:", err)
 		return 2
 	}
+	logger := broker.NewLogger(cfg, os.Stderr)
+	for _, t := range broker.EnvTypos(os.Environ()) { // also under --print-config (stderr)
+		logger.Warn("unknown variable "+t.Name+" is not read by felix-broker; did you mean "+t.Closest+"?",
+			"variable", t.Name, "closest", t.Closest)
+	}
 	if printConfig {
 		if err := cfg.PrintConfig(os.Stdout); err != nil {
 			return 1
 		}
 		return 0
 	}
-	logger := broker.NewLogger(cfg, os.Stderr)
 	slog.SetDefault(logger)
 	ck, hooked, err := clock.FromEnv(os.LookupEnv)
 	if err != nil {

@@ -46,6 +46,9 @@ func run(args []string) int {
 	if len(args) > 0 && args[0] == "admin" {
 		return admin(args[1:], os.LookupEnv, os.Stdout, os.Stderr)
 	}
+	if printVersion(args, os.Stdout) { // configfile.go
+		return 0
+	}
 	printConfig := false
 	for _, a := range args {
 		switch a {
@@ -59,7 +62,7 @@ func run(args []string) int {
 			return 2
 		}
 	}
-	cfg, err := loadConfig(os.LookupEnv)
+	cfg, err := loadConfigFile(os.LookupEnv, os.Environ(), os.Stderr) // configfile.go: FELIX_CONTROLPLANE_CONFIG
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "felix-controlplane:", err)
 		return 2
