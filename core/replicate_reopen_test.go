@@ -1,7 +1,6 @@
 package core_test
 
 import (
-	"bytes"
 	"context"
 	"testing"
 
@@ -81,16 +80,7 @@ func logAddr(log proto.ReplicaLog) core.LogAddr {
 // readLog reads every committed record of one of e's logs, copied.
 func readLog(t *testing.T, e *replTestEngine, log proto.ReplicaLog) []seglog.Record {
 	t.Helper()
-	var out []seglog.Record
-	if err := e.ReadReplica(logAddr(log), 0, 1<<20, func(r *seglog.Record) bool {
-		c := *r
-		c.Payload, c.Publisher = bytes.Clone(r.Payload), bytes.Clone(r.Publisher)
-		out = append(out, c)
-		return true
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return rawLog(t, e, logAddr(log), 0)
 }
 
 // applyLog applies recs at first to one of e's logs and waits for the answer.

@@ -61,8 +61,14 @@ func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
 // rawRecords reads every committed record of e's log from from, copied.
 func rawRecords(t *testing.T, e *replTestEngine, from uint64) []seglog.Record {
 	t.Helper()
+	return rawLog(t, e, replAddr(), from)
+}
+
+// rawLog reads every committed record of e's log addr from from, copied.
+func rawLog(t *testing.T, e *replTestEngine, addr core.LogAddr, from uint64) []seglog.Record {
+	t.Helper()
 	var out []seglog.Record
-	err := e.ReadReplica(replAddr(), from, 1<<20, func(r *seglog.Record) bool {
+	err := e.ReadReplica(addr, from, 1<<20, func(r *seglog.Record) bool {
 		c := *r
 		c.Payload, c.Publisher = bytes.Clone(r.Payload), bytes.Clone(r.Publisher)
 		out = append(out, c)
