@@ -61,17 +61,17 @@ func (cp *controlPlane) reportLoop(ctx context.Context) {
 		case <-t.C():
 		}
 		live := map[core.ShardRef]bool{}
-		for _, a := range cp.s.repl.leaderAcks() {
-			live[a.ref] = true
+		for _, a := range cp.reportsDue() {
+			live[a.acks.ref] = true
 			now := cp.clk.Now()
-			if !reportDue(sent[a.ref], a, now) {
+			if !reportDue(sent[a.acks.ref], a.acks, now) {
 				continue
 			}
 			if err := cp.sendReport(ctx, a); err != nil {
-				cp.reportFailed(a, err)
+				cp.reportFailed(a.acks, err)
 				continue
 			}
-			sent[a.ref] = sentReport{gen: a.gen, held: a.held, at: now}
+			sent[a.acks.ref] = sentReport{gen: a.acks.gen, held: a.acks.held, at: now}
 		}
 		for ref := range sent {
 			if !live[ref] {
@@ -88,11 +88,33 @@ func reportDue(last sentReport, a shardAcks, now time.Time) bool {
 		now.Sub(last.at) >= reportRefresh
 }
 
+// reportsDue are the shards to report: every running leader's tracker (a refusal nil),
+// and every shard whose fence round refused to open (fence_round.go), with its refusal.
+func (cp *controlPlane) reportsDue() []shardReport {
+	var out []shardReport
+	for _, a := range cp.s.repl.leaderAcks() {
+		out = append(out, shardReport{acks: a})
+	}
+	for _, f := range cp.s.repl.fenceRefusals() {
+		out = append(out, shardReport{acks: f.acks, refusal: &meta.FenceRefusal{Ahead: f.refusal.Ahead,
+			AheadDurable: f.refusal.AheadAt.Durable, AheadGeneration: f.refusal.AheadAt.LastGeneration}})
+	}
+	return out
+}
+
+// shardReport is one shard's report: the offsets counted, and a fence refusal.
+type shardReport struct {
+	acks    shardAcks
+	refusal *meta.FenceRefusal
+}
+
 // sendReport posts a's replica report, bounded by a second.
-func (cp *controlPlane) sendReport(ctx context.Context, a shardAcks) error {
+func (cp *controlPlane) sendReport(ctx context.Context, a shardReport) error {
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	return cp.client.Report(rctx, cp.replicaReport(a))
+	r := cp.replicaReport(a.acks)
+	r.FenceRefusal = a.refusal
+	return cp.client.Report(rctx, r)
 }
 
 // replicaReport is a as a meta.ReplicaReport: the shard, this broker as its leader at the

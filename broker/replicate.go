@@ -49,7 +49,10 @@ type replication struct {
 	leaders  map[core.LogAddr]*leaderShard // running shippers, by shard log
 	followed map[core.LogAddr]*followerMem // the follower's volatile per-log state
 	halted   map[haltKey]HaltedReplica     // every halted (shard, log, follower)
-	stats    map[haltKey]*followerStats    // metrics, kept across a shard's generations
+	// promotions are the fence rounds of the Quorum stream shards led here (fence_round.go).
+	promotions map[core.ShardRef]*promotion
+	inherited  map[core.ShardRef]inheritedAt // positions noted before a role change to leader (promote.go)
+	stats      map[haltKey]*followerStats    // metrics, kept across a shard's generations
 }
 
 // placementSeam is what SetPlacement installed.
@@ -115,6 +118,7 @@ func (s *Server) startReplication() {
 	r.mu.Lock()
 	r.leaders, r.followed = map[core.LogAddr]*leaderShard{}, map[core.LogAddr]*followerMem{}
 	r.halted, r.stats = map[haltKey]HaltedReplica{}, map[haltKey]*followerStats{}
+	r.promotions, r.inherited = map[core.ShardRef]*promotion{}, map[core.ShardRef]inheritedAt{}
 	r.mu.Unlock()
 	for _, k := range replicatedKinds() { // every log's records and bootstrap kinds (replicate_logs.go)
 		in.Dispatcher.Register(k, s.handleReplicate)
@@ -141,6 +145,7 @@ func (s *Server) stopReplication() {
 	r.stop()
 	<-r.stopped
 	r.stop = nil
+	r.forgetPromotions(nil)
 	r.mu.Lock()
 	leaders := r.leaders
 	r.leaders = map[core.LogAddr]*leaderShard{}
@@ -232,6 +237,7 @@ type leaderWant struct {
 func (r *replication) plan(ctx context.Context) {
 	s := r.srv
 	want := map[core.LogAddr]leaderWant{}
+	leading := map[core.ShardRef]bool{} // led here with a replica set, durable
 	owners, version := s.owners.Snapshot()
 	durability := shardDurability{srv: s}
 	for _, st := range s.engine.Shards() {
@@ -249,10 +255,15 @@ func (r *replication) plan(ctx context.Context) {
 		if !ok || !durable {
 			continue
 		}
+		leading[st.Ref] = true
+		if quorum && st.Ref.Kind == core.ShardStream && !r.fenced(ctx, st.Ref, st.Generation, a.ReplicaSet) {
+			continue // its fence round is not open (fence_round.go): nothing ships, nothing is acknowledged
+		}
 		for _, log := range shardLogs(st.Ref.Kind) {
 			want[logAddr(st.Ref, log)] = leaderWant{gen: st.Generation, replicaSet: a.ReplicaSet, quorum: quorum && gatesRelease(log)}
 		}
 	}
+	r.forgetPromotions(leading)
 	r.mu.Lock()
 	var stop []*leaderShard
 	for addr, l := range r.leaders {
@@ -264,8 +275,10 @@ func (r *replication) plan(ctx context.Context) {
 	r.mu.Unlock()
 	for _, l := range stop {
 		l.halt()
-		if l.quorum && l.addr.Log == proto.LogStream {
-			_ = s.engine.SetReplicated(l.ref, false) // still leading without a replica set: release at commit
+		if l.quorum && l.addr.Log == proto.LogStream && !leading[l.ref] {
+			// Still leading, without a replica set now: release at commit. A shard still led
+			// with one (a new generation, a round not open yet) stays attached.
+			_ = s.engine.SetReplicated(l.ref, false)
 		}
 		r.exited.Add(1)
 		go func() { defer r.exited.Done(); l.wait() }() // not holding up the shippers started next

@@ -77,6 +77,9 @@ func replicateError(corr uint64, code proto.InternalCode) *proto.ReplicateError 
 
 // handleReplicate is the transport.Handler of the replication kinds.
 func (s *Server) handleReplicate(ctx context.Context, peer string, req proto.InternalMessage) proto.InternalMessage {
+	if fp, ok := req.(*proto.FencePosition); ok {
+		return s.handleFencePosition(ctx, peer, fp)
+	}
 	corr := req.Correlation()
 	t, ok := targetOf(req)
 	if !ok {
@@ -140,6 +143,23 @@ func (s *Server) handleReplicate(ctx context.Context, peer string, req proto.Int
 			"action", d.Action.String(), "reason", d.Reason)
 	}
 	return ans
+}
+
+// handleFencePosition serves FencePosition (34): decided and carried out exactly as the
+// Fence (25) it carries, a FenceOk answered as FencePositionOk with the log's last
+// generation below the durable_offset it answers (every other answer as it is).
+func (s *Server) handleFencePosition(ctx context.Context, peer string, fp *proto.FencePosition) proto.InternalMessage {
+	ans := s.handleReplicate(ctx, peer, &fp.Fence)
+	ok, isOk := ans.(*proto.FenceOk)
+	if !isOk {
+		return ans
+	}
+	t, _ := targetOf(&fp.Fence)
+	st, err := s.engine.ReplicaState(logAddr(t.ref, t.log))
+	if err != nil {
+		return replicateError(ok.CorrelationID, storageCode(err))
+	}
+	return &proto.FencePositionOk{FenceOk: *ok, LastGeneration: lastGenerationBelow(st, ok.DurableOffset, math.MaxUint64)}
 }
 
 // writes reports whether a follower action changes the log.

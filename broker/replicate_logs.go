@@ -16,9 +16,9 @@ import (
 )
 
 // replicatedKinds are the FLXI kinds the follower's handler serves: the records and
-// bootstrap kinds of every log, ReplicateRebuild and Fence.
+// bootstrap kinds of every log, ReplicateRebuild, Fence and FencePosition.
 func replicatedKinds() []proto.Kind {
-	kinds := []proto.Kind{proto.KindReplicateRebuild, proto.KindFence}
+	kinds := []proto.Kind{proto.KindReplicateRebuild, proto.KindFence, proto.KindFencePosition}
 	for l := proto.LogStream; l <= proto.LogLast; l++ {
 		kinds = append(kinds, l.RecordsKind(), l.BootstrapKind())
 	}

@@ -35,7 +35,7 @@ func (s *Server) openShards() error {
 		place = s.fwd.place
 	}
 	place = s.replPlace(node, place) // replicate.go: SetPlacement's table instead, when set
-	s.reconciler = NewReconciler(ReconcilerConfig{Node: node, Engine: s.engine, Catalog: s.catalog, Owners: s.owners,
+	s.reconciler = NewReconciler(ReconcilerConfig{Node: node, Engine: promotingEngine{s.engine, s}, Catalog: s.catalog, Owners: s.owners,
 		Place: place, Logger: s.log, Applied: s.repl.changed})
 	place(s.catalog)
 	if err := s.reconciler.Reconcile(); err != nil {

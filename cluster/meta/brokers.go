@@ -124,6 +124,18 @@ type ReplicaReport struct {
 	Generation uint64         `json:"generation"`
 	Replicas   []ReplicaState `json:"replicas"`
 	AtMs       int64          `json:"at_ms"`
+	// FenceRefusal, when set, says the leader's fence round at Generation refused to
+	// open (issue 20, known gap 1): kept with the report for placement.
+	FenceRefusal *FenceRefusal `json:"fence_refusal,omitempty"`
+}
+
+// FenceRefusal is a promoted leader's refusal to open: a fenced replica, Ahead, holds
+// the gating log at AheadDurable (durable_offset) with newest record of AheadGeneration,
+// ahead of the leader (docs/failover.md, "Fence rounds").
+type FenceRefusal struct {
+	Ahead           string `json:"ahead"`
+	AheadDurable    uint64 `json:"ahead_durable"`
+	AheadGeneration uint64 `json:"ahead_generation"`
 }
 
 // Kind gives replica_report.
@@ -145,7 +157,7 @@ func (c *ReplicaReport) apply(tx *txn) (any, error) {
 			c.Key(), c.Generation, a.Generation)
 	}
 	r := Report{ShardRef: c.ShardRef, Leader: c.Leader, Generation: c.Generation, AtMs: c.AtMs, Index: tx.index,
-		Stamped: tx.level >= LevelReportStamps}
+		Stamped: tx.level >= LevelReportStamps, FenceRefusal: c.FenceRefusal}
 	if r.Stamped {
 		r.LeaderIncarnation = leader.Incarnation
 	}

@@ -134,6 +134,7 @@ type Report struct {
 	Stamped           bool           `json:"stamped"`
 	AtMs              int64          `json:"at_ms"`
 	Index             uint64         `json:"index"`
+	FenceRefusal      *FenceRefusal  `json:"fence_refusal,omitempty"` // the leader's, at Generation
 }
 
 // FeatureState is a finalized fleet feature. Auto is set when the new-cluster

@@ -18,6 +18,18 @@ func ReportFromMeta(r meta.Report, appliedAt int64) Report {
 	return out
 }
 
+// RefusalFromMeta is the fence refusal a replica report carries (cluster/meta.Report's
+// FenceRefusal: the report's leader refused to open at the report's generation because
+// the replica it names is ahead), nil when it carries none.
+func RefusalFromMeta(r meta.Report) *FenceRefusal {
+	f := r.FenceRefusal
+	if f == nil {
+		return nil
+	}
+	return &FenceRefusal{Generation: r.Generation, By: r.Leader, Ahead: f.Ahead,
+		AheadAt: Position{LastGeneration: f.AheadGeneration, Durable: f.AheadDurable}}
+}
+
 // ReplicaFromMeta converts a registered broker (cluster/meta.Broker: node id, storage
 // identity, registration incarnation) to a Replica of one shard, with its liveness from
 // the Detector and the highest generation it reported for the shard.

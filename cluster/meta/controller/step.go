@@ -26,17 +26,22 @@ func (c *Controller) Step() ([]Promotion, error) {
 	}
 	now := c.cfg.Clock.MonoNanos()
 	st := c.cfg.State()
-	reports := c.noteReports(st, now)
+	reports, refusals := c.noteReports(st, now)
 	if now-c.since < int64(c.det.Config().DownAfter) {
 		c.mu.Unlock()
 		return nil, nil
 	}
 	var want []Promotion
 	for _, a := range st.Assignments() {
-		if len(a.Followers) == 0 || c.det.State(a.Leader, now) == placement.Live {
+		refusal := refusals[a.Key()]
+		refused := refusal != nil && refusal.Generation == a.Generation && refusal.By == a.Leader
+		if len(a.Followers) == 0 || (c.det.State(a.Leader, now) == placement.Live && !refused) {
 			continue
 		}
 		sh := c.shard(st, a, reports, now)
+		if refused {
+			sh.Refusal = refusal // the leader refused to open at this generation: decided now, live or not
+		}
 		d, err := placement.Decide(sh, now, c.cfg.Placement)
 		if err != nil {
 			c.note(a.Key(), "bad shard: "+err.Error())
@@ -80,13 +85,16 @@ func (c *Controller) propose(want []Promotion) ([]Promotion, error) {
 }
 
 // noteReports returns each shard's latest report with when it was applied on the
-// controller's clock: when a pass first saw its Raft index (at most a Tick late). The
+// controller's clock, and the fence refusal it carries (RefusalFromMeta), if any: a
+// refusal by the shard's leader at its generation is decided at once, the leader being
+// live (it did not open). The apply time is
+// when a pass first saw its Raft index (at most a Tick late). The
 // reports found by a term's first pass were applied before this member led: they count as
 // older than the report window (believed, once the leader is dead, only for followers
 // whose storage identities match). Called with c.mu held.
-func (c *Controller) noteReports(st *meta.State, now int64) map[string]placement.Report {
+func (c *Controller) noteReports(st *meta.State, now int64) (map[string]placement.Report, map[string]*placement.FenceRefusal) {
 	old := now - int64(c.cfg.Placement.ReportWindow) - 1
-	out := map[string]placement.Report{}
+	out, refusals := map[string]placement.Report{}, map[string]*placement.FenceRefusal{}
 	for _, r := range st.Reports() {
 		k := r.Key()
 		seen, ok := c.reports[k]
@@ -98,9 +106,12 @@ func (c *Controller) noteReports(st *meta.State, now int64) map[string]placement
 			c.reports[k] = seen
 		}
 		out[k] = placement.ReportFromMeta(r, seen.at)
+		if f := placement.RefusalFromMeta(r); f != nil {
+			refusals[k] = f
+		}
 	}
 	c.first = false
-	return out
+	return out, refusals
 }
 
 // shard builds placement's view of assignment a at now: every member's registration and
