@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -57,6 +59,9 @@ func TestClusterCrashCorpus(t *testing.T) {
 	n1, p1 := compareReplicas(bed, seglog.ShardStream, streamName, streamAs, streamCommitted)
 	n2, p2 := compareReplicas(bed, seglog.ShardCache, cacheName, cacheAs, cacheCommitted)
 	r.replicaShards, r.replicaProblems = n1+n2, append(p1, p2...)
+	if len(r.replicaProblems) == 0 {
+		plantDivergence(t, bed, streamAs, streamCommitted)
+	}
 	r.rss, r.elapsed = bed.PeakRSS(), time.Since(start)
 	t.Log("\n" + r.table())
 	if fs := r.failures(); len(fs) > 0 {
@@ -247,4 +252,35 @@ func (r *report) table() string {
 	row("peak RSS", strings.Join(rss, ", "))
 	row("run time", r.elapsed.Round(time.Second).String())
 	return b.String()
+}
+
+// plantDivergence shows the replica comparison has teeth on this run's own logs: a byte
+// flipped in the middle of one follower's newest segment of shard 0 must be reported.
+func plantDivergence(t *testing.T, bed *clusterbed.Bed, as map[uint32]meta.Assignment, committed map[uint32]uint64) {
+	t.Helper()
+	a := as[0]
+	key := seglog.ShardKey{Kind: seglog.ShardStream, Tenant: tenant, Namespace: namespace, Name: streamName, Shard: 0}
+	dir := seglog.ShardDir(filepath.Join(bed.Broker(a.Followers[0]).Dir, "data"), key)
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	if len(segs) == 0 {
+		t.Fatalf("no segment in %s", dir)
+	}
+	sort.Strings(segs)
+	seg := segs[len(segs)-1]
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := len(data) // past the records: preallocated zeros
+	for end > 0 && data[end-1] == 0 {
+		end--
+	}
+	pos := end / 2 // inside some record's header or body
+	data[pos] ^= 0xff
+	if err := os.WriteFile(seg, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, problems := compareReplicas(bed, seglog.ShardStream, streamName, map[uint32]meta.Assignment{0: a}, committed); len(problems) == 0 {
+		t.Fatalf("a byte flipped at %d of %s went unreported by the replica comparison", pos, seg)
+	}
 }
