@@ -2,9 +2,43 @@ package client
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 )
+
+// allocMeter reports the bytes the process allocated per byte delivered (issue 22: at most
+// 0.1 on the publish and subscribe paths) as the metric "alloc-B/B", from the heap's
+// TotalAlloc between start and stop.
+type allocMeter struct{ start uint64 }
+
+func (m *allocMeter) begin() {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m.start = ms.TotalAlloc
+}
+
+func (m *allocMeter) report(b *testing.B, delivered int64) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if delivered > 0 {
+		b.ReportMetric(float64(ms.TotalAlloc-m.start)/float64(delivered), "alloc-B/B")
+	}
+}
+
+// warmPublisher publishes twice the in-flight budget and waits for it, so the measured
+// loop sees the steady state (a Publisher's first MaxInflightBytes allocate its buffers).
+func warmPublisher(b *testing.B, p *Publisher, payload []byte) {
+	ctx := context.Background()
+	for range 2 * (4 << 20) / max(len(payload), 1) {
+		if _, err := p.Publish(ctx, payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
 
 // Benchmarks against the real broker (fsync none, so the client and the wire dominate).
 // allocs/op counts the whole process side of the client per record: batching, encoding,
@@ -36,9 +70,12 @@ func benchPublish(b *testing.B, opts PublisherOptions) {
 	}
 	ctx := context.Background()
 	payload := make([]byte, 100)
+	warmPublisher(b, p, payload)
 	b.SetBytes(int64(len(payload)))
 	b.ReportAllocs()
+	var m allocMeter
 	b.ResetTimer()
+	m.begin()
 	for range b.N {
 		if _, err := p.Publish(ctx, payload); err != nil {
 			b.Fatal(err)
@@ -48,6 +85,7 @@ func benchPublish(b *testing.B, opts PublisherOptions) {
 		b.Fatal(err)
 	}
 	b.StopTimer()
+	m.report(b, int64(b.N)*int64(len(payload)))
 	p.Close(ctx)
 }
 
@@ -107,10 +145,19 @@ func BenchmarkPublishSync(b *testing.B) {
 }
 
 // Subscribe delivery: records published in batches by another goroutine, read with Next.
-func BenchmarkSubscribeNext(b *testing.B) {
+// alloc-B/B counts both sides (publisher and subscriber share the process) per byte
+// delivered; each frame is read into a buffer of its own (records valid indefinitely).
+func BenchmarkSubscribeNext(b *testing.B) { benchSubscribe(b, SubscribeOptions{}) }
+
+// Same with SubscribeOptions.ReuseBuffers: frames read into recycled buffers.
+func BenchmarkSubscribeNextReuse(b *testing.B) {
+	benchSubscribe(b, SubscribeOptions{ReuseBuffers: true})
+}
+
+func benchSubscribe(b *testing.B, opts SubscribeOptions) {
 	_, c := benchBroker(b)
 	ctx := context.Background()
-	sub, err := c.Subscribe(ctx, "bench", Latest, SubscribeOptions{})
+	sub, err := c.Subscribe(ctx, "bench", Latest, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -120,6 +167,14 @@ func BenchmarkSubscribeNext(b *testing.B) {
 		b.Fatal(err)
 	}
 	payload := make([]byte, 100)
+	warmPublisher(b, p, payload)
+	for n := 0; n < 2*(4<<20)/len(payload); n++ { // the warm-up's records (a drop is a gap)
+		r, err := sub.Next(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += int(r.Gap)
+	}
 	go func() {
 		for range b.N {
 			if _, err := p.Publish(ctx, payload); err != nil {
@@ -130,7 +185,9 @@ func BenchmarkSubscribeNext(b *testing.B) {
 	}()
 	b.SetBytes(int64(len(payload)))
 	b.ReportAllocs()
+	var m allocMeter
 	b.ResetTimer()
+	m.begin()
 	// Records the broker dropped for this subscriber (drop_new) arrive as gaps; count them
 	// so a drop cannot hang the loop, and report them.
 	var got, gaps int
@@ -143,6 +200,7 @@ func BenchmarkSubscribeNext(b *testing.B) {
 		gaps += int(r.Gap)
 	}
 	b.StopTimer()
+	m.report(b, int64(got)*int64(len(payload)))
 	b.ReportMetric(float64(gaps)/float64(b.N), "dropped/op")
 	p.Close(ctx)
 }
@@ -180,5 +238,55 @@ func BenchmarkCacheGet(b *testing.B) {
 		if _, _, err := c.Get(ctx, "kv", "k"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// Subscribe delivery alone: b.N records are published before the timer starts, then read
+// from Earliest (the broker replays its log), so alloc-B/B counts the subscriber's side
+// only (the SDK, proto and quic-go's receive path). "reuse" sets
+// SubscribeOptions.ReuseBuffers; "default" reads each frame into a buffer of its own.
+func BenchmarkSubscribeReplay(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		opts SubscribeOptions
+	}{{"default", SubscribeOptions{}}, {"reuse", SubscribeOptions{ReuseBuffers: true}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			_, c := benchBroker(b)
+			ctx := context.Background()
+			p, err := c.NewPublisher("bench", PublisherOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			payload := make([]byte, 100)
+			for range b.N {
+				if _, err := p.Publish(ctx, payload); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := p.Close(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(payload)))
+			b.ReportAllocs()
+			var m allocMeter
+			b.ResetTimer()
+			m.begin()
+			sub, err := c.Subscribe(ctx, "bench", Earliest, bc.opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sub.Close()
+			for got := 0; got < b.N; got++ {
+				r, err := sub.Next(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if r.Gap != 0 {
+					b.Fatalf("replay gap of %d at offset %d", r.Gap, r.Offset)
+				}
+			}
+			b.StopTimer()
+			m.report(b, int64(b.N)*int64(len(payload)))
+		})
 	}
 }

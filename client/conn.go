@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"sync"
 	"time"
 
@@ -233,6 +234,7 @@ type frameReader struct {
 	r   io.Reader
 	buf []byte
 	max uint32
+	hdr [proto.HeaderSize]byte // nextInto's header scratch
 }
 
 // next reads one frame; the body is valid until the next call.
@@ -244,7 +246,39 @@ func (f *frameReader) next() (proto.Header, []byte, error) {
 	return h, body, err
 }
 
-// nextOwned reads one frame into a fresh buffer the caller keeps.
-func (f *frameReader) nextOwned() (proto.Header, []byte, error) {
-	return proto.ReadFrame(f.r, nil, f.max)
+// nextInto reads one frame into buf and returns the body, which the caller owns. A nil
+// buf gets a fresh buffer of the body's size; a recycled buf too short for the body is
+// replaced by one with headroom (the next power of two, at least 4 KiB, at most
+// maxPooledFrame), so a pool of frame buffers settles at the sizes in use instead of
+// reallocating whenever a frame is a little longer than the buffer it drew. Errors are
+// proto.ReadFrame's.
+func (f *frameReader) nextInto(buf []byte) (proto.Header, []byte, error) {
+	if buf == nil {
+		return proto.ReadFrame(f.r, nil, f.max)
+	}
+	if n, err := io.ReadFull(f.r, f.hdr[:]); err != nil {
+		if errors.Is(err, io.EOF) && n == 0 {
+			return proto.Header{}, nil, io.EOF
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return proto.Header{}, nil, &proto.DecodeError{Field: "header", Offset: n, Err: proto.ErrIncomplete}
+		}
+		return proto.Header{}, nil, err
+	}
+	h, err := proto.DecodeHeader(f.hdr[:], f.max)
+	if err != nil {
+		return proto.Header{}, nil, err
+	}
+	n := int(h.Length)
+	if cap(buf) < n {
+		buf = make([]byte, 0, max(n, min(maxPooledFrame, max(4096, 1<<bits.Len(uint(n-1))))))
+	}
+	body := buf[:n]
+	if got, err := io.ReadFull(f.r, body); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return proto.Header{}, nil, &proto.DecodeError{Field: "body", Offset: proto.HeaderSize + got, Err: proto.ErrIncomplete}
+		}
+		return proto.Header{}, nil, err
+	}
+	return h, body, nil
 }

@@ -38,8 +38,7 @@ type session struct {
 	st   *quic.Stream
 	caps Capabilities
 
-	wmu  sync.Mutex // serialises frame writes
-	wbuf []byte
+	w *sessionWriter // coalesces the requests' frames into stream writes
 
 	mu      sync.Mutex
 	pending map[uint64]*call
@@ -53,7 +52,7 @@ func openSession(ctx context.Context, cn *conn) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &session{cn: cn, st: st, caps: caps, pending: map[uint64]*call{}, done: make(chan struct{})}
+	s := &session{cn: cn, st: st, w: newSessionWriter(st), caps: caps, pending: map[uint64]*call{}, done: make(chan struct{})}
 	cn.c.wg.Add(1)
 	go s.readLoop(fr)
 	stop := context.AfterFunc(cn.c.ctx, func() { s.fail(ErrClosed) })
@@ -96,9 +95,10 @@ func (c *call) deliver(r reply, err error) {
 	c.ch <- result{r, err}
 }
 
-// send registers c under id (c nil: no answer expected) and writes frame. A write that failed before any byte left
-// returns an error wrapping errNotSent; a partial write ends the session and c receives
-// ErrIndeterminate.
+// send registers c under id (c nil: no answer expected) and writes the frame appendFrame
+// appends, coalesced with the frames of concurrent requests (sessionWriter). A write that
+// failed before any byte of this frame left returns an error wrapping errNotSent; a partial
+// write ends the session and c receives ErrIndeterminate.
 func (s *session) send(id uint64, c *call, appendFrame func([]byte) []byte) error {
 	s.mu.Lock()
 	if s.dead {
@@ -109,17 +109,11 @@ func (s *session) send(id uint64, c *call, appendFrame func([]byte) []byte) erro
 		s.pending[id] = c
 	}
 	s.mu.Unlock()
-	s.wmu.Lock()
-	s.wbuf = appendFrame(s.wbuf[:0])
-	n, err := s.st.Write(s.wbuf)
-	if cap(s.wbuf) > 1<<20 {
-		s.wbuf = nil
-	}
-	s.wmu.Unlock()
+	started, err := s.w.write(appendFrame)
 	if err == nil {
 		return nil
 	}
-	if n == 0 {
+	if !started {
 		s.mu.Lock()
 		_, mine := s.pending[id]
 		delete(s.pending, id)

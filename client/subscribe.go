@@ -45,10 +45,16 @@ type SubscribeOptions struct {
 	// WithPublisher asks for each record's publishing principal (spec §8.6; broker feature
 	// "publishers", else Subscribe fails with ErrUnsupported).
 	WithPublisher bool
+	// ReuseBuffers reads event frames into recycled buffers: a Record's Payload and
+	// Publisher are then valid only until the next call to Next (copy what you keep), and
+	// delivery allocates nothing per frame. Records (the channel form) copies each
+	// record's Payload and Publisher once. Off by default: records stay valid indefinitely.
+	ReuseBuffers bool
 }
 
 // Record is one delivered record. Payload and Publisher stay valid: each frame is read
-// into its own buffer, shared by the frame's records (no per-record allocation).
+// into its own buffer, shared by the frame's records (no per-record allocation); with
+// SubscribeOptions.ReuseBuffers only until the next call to Next.
 type Record struct {
 	Shard uint32
 	// Offset is the record's offset in its shard; valid when HasOffset (the broker
@@ -80,6 +86,7 @@ type Subscription struct {
 	wg     sync.WaitGroup
 
 	batches chan *eventFrame // bounded: a full queue stops the readers (QUIC flow control)
+	free    chan *eventFrame // ReuseBuffers: recycled frames (subbuf.go); nil otherwise
 	errOnce sync.Once
 	err     error
 	errc    chan struct{} // closed when err is set
@@ -95,11 +102,13 @@ type Subscription struct {
 	upSince atomic.Int64 // unix ns of the latest (re-)subscribe of any shard
 }
 
-// eventFrame is one decoded event batch of one shard.
+// eventFrame is one decoded event batch of one shard; buf is its body (recycled with
+// SubscribeOptions.ReuseBuffers, subbuf.go).
 type eventFrame struct {
 	shard uint32
 	eb    proto.EventBatch
 	gap   uint64
+	buf   []byte
 }
 
 // Subscribe subscribes to stream (in the client's tenant and namespace) from start. It
@@ -125,6 +134,9 @@ func (c *Client) Subscribe(ctx context.Context, stream string, start Start, opts
 		opts.Shards = []uint32{0}
 	}
 	s := &Subscription{c: c, stream: stream, opts: opts, batches: make(chan *eventFrame, c.cfg.subQueue), errc: make(chan struct{})}
+	if opts.ReuseBuffers {
+		s.free = newFreeFrames(c.cfg.subQueue, len(opts.Shards))
+	}
 	s.upSince.Store(time.Now().UnixNano())
 	s.ctx, s.cancel = context.WithCancel(c.ctx)
 	type opened struct {
@@ -359,17 +371,20 @@ func terminal(err error) bool {
 }
 
 // read delivers one event stream's frames until it ends. Each frame is read into its own
-// buffer; its records alias it.
+// buffer (a recycled one with ReuseBuffers); its records alias it.
 func (s *Subscription) read(shard uint32, es *eventStream, next *uint64, haveNext *bool) error {
 	stop := context.AfterFunc(s.ctx, func() { es.st.CancelRead(0) })
 	defer stop()
 	for {
-		hdr, body, err := es.fr.nextOwned()
+		f := s.newFrame(shard)
+		hdr, body, err := es.fr.nextInto(f.buf)
+		f.buf = body
 		if err != nil {
 			return fmt.Errorf("felix: event stream: %w", err)
 		}
 		if hdr.Flags == 0 {
 			m, err := proto.DecodeMessage(body)
+			s.release(f)
 			if err != nil {
 				return fmt.Errorf("%w: event stream: %v", ErrProtocol, err)
 			}
@@ -380,17 +395,18 @@ func (s *Subscription) read(shard uint32, es *eventStream, next *uint64, haveNex
 			s.c.cfg.logger.Warn("felix: unexpected JSON frame on an event stream", "type", string(m.Type()))
 			continue
 		}
-		f := &eventFrame{shard: shard}
 		if err := proto.DecodeEventBatch(hdr.Flags, body, &f.eb); err != nil {
 			return fmt.Errorf("%w: event batch: %v", ErrProtocol, err)
 		}
 		if len(f.eb.Payloads) == 0 {
+			s.release(f)
 			continue
 		}
 		if f.eb.WithOffsets && *haveNext && f.eb.BaseOffset < *next {
 			// Already delivered (an overlap after a re-subscribe): never deliver twice.
 			skip := *next - f.eb.BaseOffset
 			if skip >= uint64(len(f.eb.Payloads)) {
+				s.release(f)
 				continue
 			}
 			f.eb.Payloads = f.eb.Payloads[skip:]
@@ -440,6 +456,7 @@ func (s *Subscription) fail(err error) {
 // Records already queued are delivered before a failure is reported.
 func (s *Subscription) Next(ctx context.Context) (Record, error) {
 	for s.cur == nil || s.idx >= len(s.cur.eb.Payloads) {
+		s.release(s.cur)
 		s.cur, s.idx = nil, 0
 		select {
 		case f := <-s.batches:
@@ -507,6 +524,9 @@ func (s *Subscription) Records(ctx context.Context) <-chan Record {
 			if err != nil {
 				s.chErr.Store(&err)
 				return
+			}
+			if s.opts.ReuseBuffers {
+				r = ownRecord(r)
 			}
 			select {
 			case ch <- r:
