@@ -46,7 +46,12 @@ func TestClusterCrashCorpus(t *testing.T) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	start := time.Now()
-	bed := clusterbed.Start(ctx, t, clusterbed.Config{ControlPlaneBin: bins.controlPlane, BrokerBin: bins.broker})
+	bed := clusterbed.Start(ctx, t, clusterbed.Config{ControlPlaneBin: bins.controlPlane, BrokerBin: bins.broker,
+		AutoFailover: cfg.failover})
+	if cfg.failover {
+		downMin, downSpan = 2500*time.Millisecond, 1500*time.Millisecond
+		t.Log("automatic failover on: killed leaders stay down past the control plane's down timeout")
+	}
 	createCatalog(ctx, t, bed)
 	r := &report{files: len(c.Files)}
 	streamAs, streamCommitted := streamPhase(ctx, t, bed, c, rng, cfg, r)

@@ -89,9 +89,13 @@ func waitProgress(ctx context.Context, pr *progress, at int64) error {
 	return nil
 }
 
-// downFor is how long a killed or paused process stays down: 300 ms to 1.5 s.
+// downMin and downSpan bound how long a killed leader stays down: 300 ms to 1.5 s, or with
+// failover on 2.5 to 4 s (past the control plane's 1.5 s down timeout).
+var downMin, downSpan = 300 * time.Millisecond, 1200 * time.Millisecond
+
+// downFor is how long a killed process stays down: downMin plus up to downSpan.
 func downFor(rng *rand.Rand) time.Duration {
-	return 300*time.Millisecond + time.Duration(rng.Int64N(int64(1200*time.Millisecond)))
+	return downMin + time.Duration(rng.Int64N(int64(downSpan)))
 }
 
 // killShardLeader SIGKILLs the leader of a random shard of the target, keeps it down a

@@ -14,6 +14,8 @@
 // Knobs: FELIX_CLUSTER_CRASH_FILES (files, default 1500; 0 = the whole corpus),
 // FELIX_CLUSTER_CRASH_KILLS (shard-leader SIGKILLs per phase, default 4),
 // FELIX_CLUSTER_CRASH_CP_KILLS (control-plane leader SIGKILLs per phase, default 1),
+// FELIX_CLUSTER_CRASH_FAILOVER=1 (the control plane's automatic failover on: a killed leader
+// stays down 2.5–4 s, past the 1.5 s down timeout, so a follower is promoted),
 // FELIX_TEST_SEED (replays the fault schedule's choices). `make soak-cluster` runs the long one.
 package clustercrash
 
@@ -47,6 +49,7 @@ const (
 // config is the run's size, from the environment.
 type config struct {
 	files, kills, cpKills int
+	failover              bool
 }
 
 func loadConfig(t *testing.T) config {
@@ -63,5 +66,6 @@ func loadConfig(t *testing.T) config {
 			*kv.dst = n
 		}
 	}
+	c.failover = os.Getenv("FELIX_CLUSTER_CRASH_FAILOVER") == "1"
 	return c
 }
