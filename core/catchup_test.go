@@ -207,3 +207,19 @@ func TestSlowSubscriberUnderAFastPublisher(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkSubscriptionPushPop is one live frame through a subscriber's queue
+// (push on the core, pop by the consumer): the per-subscriber step of fanout
+// that the catch-up check sits in (docs/bench/catchup.md).
+func BenchmarkSubscriptionPushPop(b *testing.B) {
+	q := &Subscription{capacity: 512, items: make([]Delivery, 512), notify: make(chan struct{}, 1)}
+	d := Delivery{Frame: []byte("frame"), Count: 1}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		d.BaseOffset = uint64(i)
+		q.push(d)
+		if _, ok, _ := q.pop(); !ok {
+			b.Fatal("empty")
+		}
+	}
+}
