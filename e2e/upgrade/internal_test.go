@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"regexp"
 	"slices"
 	"strings"
@@ -166,11 +167,12 @@ type fakeOwner struct {
 // serve listens at addr as node id until the test ends.
 func (f *fakeOwner) serve(t *testing.T, id, addr string) {
 	t.Helper()
-	creds, err := transport.LoadCredentials(id, transport.TLSFiles{}, nil, nil)
+	quiet := slog.New(slog.DiscardHandler) // its "internal transport unauthenticated" warning is the setup's
+	creds, err := transport.LoadCredentials(id, transport.TLSFiles{}, nil, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := transport.Listen(addr, creds, transport.Options{})
+	l, err := transport.Listen(addr, creds, transport.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
