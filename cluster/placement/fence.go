@@ -43,13 +43,26 @@ func AnswerFromFenceOk(m *proto.FenceOk, lastGeneration uint64) FenceAnswer {
 }
 
 // GatingLogs are the logs whose position decides a fence round for a shard kind: a stream
-// shard's records, a cache shard's cache and counter logs. The other logs (producer
-// window, group cursors, dead letters) are fenced too but never gate (issue 18).
+// shard's records and producers logs (the idempotent-producer window: a promoted leader's
+// window is never behind a fenced replica's, issue 20 H1), a cache shard's cache and
+// counter logs. The other logs (group cursors, dead letters) are fenced too but never gate
+// (issue 18). A stream's producers log is subordinate to its records log (Subordinate).
 func GatingLogs(kind proto.ShardKind) []proto.ReplicaLog {
 	if kind == proto.ShardCache {
 		return []proto.ReplicaLog{proto.LogCache, proto.LogCounters}
 	}
-	return []proto.ReplicaLog{proto.LogStream}
+	return []proto.ReplicaLog{proto.LogStream, proto.LogProducers}
+}
+
+// Subordinate reports the log whose position must be level for l's to count (a stream's
+// producers log is compared only between replicas level on the records log: positions
+// compare lexicographically, records first, so two replicas can never each be ahead of
+// the other and refuse in turn); ok=false for a log compared on its own.
+func Subordinate(l proto.ReplicaLog) (proto.ReplicaLog, bool) {
+	if l == proto.LogProducers {
+		return proto.LogStream, true
+	}
+	return 0, false
 }
 
 // FenceConfig is one promoted leader's fence round.

@@ -48,14 +48,16 @@ func (r *FenceRound) Outcome() FenceOutcome {
 }
 
 // furthestAhead finds, on the first gating log where any answer is ahead of Self, the
-// member furthest ahead (ties to the earlier member of the replica set).
+// member furthest ahead (ties to the earlier member of the replica set). On a log
+// subordinate to another gating log (Subordinate), only members level with Self there
+// count.
 func (r *FenceRound) furthestAhead() (string, proto.ReplicaLog, Position, bool) {
 	for _, log := range r.gating {
 		own := r.cfg.Own[log]
 		best, bestAt := "", own
 		for _, m := range r.cfg.ReplicaSet {
 			at, ok := r.answers[m][log]
-			if ok && at.Ahead(bestAt) {
+			if ok && at.Ahead(bestAt) && r.level(m, log) {
 				best, bestAt = m, at
 			}
 		}
@@ -64,4 +66,18 @@ func (r *FenceRound) furthestAhead() (string, proto.ReplicaLog, Position, bool) 
 		}
 	}
 	return "", proto.LogStream, Position{}, false
+}
+
+// level reports whether member m is level with Self on the log l is subordinate to (true
+// when l is subordinate to none, or that log does not gate this round).
+func (r *FenceRound) level(m string, l proto.ReplicaLog) bool {
+	primary, sub := Subordinate(l)
+	if !sub {
+		return true
+	}
+	own, gating := r.cfg.Own[primary]
+	if !gating {
+		return true
+	}
+	return r.answers[m][primary] == own
 }
