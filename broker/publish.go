@@ -88,7 +88,10 @@ func (s *session) resolve(tenant, namespace, stream string) *nameCache {
 		return c
 	}
 	*c = nameCache{tenant: tenant, namespace: namespace, stream: stream, valid: true, gen: cat.Generation()}
-	c.allowed = s.principal.Allow(auth.ActionStreamPublish, tenant, namespace, stream)
+	c.allowed = errors.Join(checkWireName("tenant_id", tenant), checkWireName("namespace", namespace), checkWireName("stream", stream)) // handlers.go
+	if c.allowed == nil {
+		c.allowed = s.principal.Allow(auth.ActionStreamPublish, tenant, namespace, stream)
+	}
 	if c.allowed == nil {
 		if st, err := cat.Stream(tenant, namespace, stream); err == nil {
 			c.durable, c.atLeastOnce = st.Durable, st.Delivery == DeliveryAtLeastOnce
@@ -232,7 +235,8 @@ func (s *session) handleJSONPublish(tenant, ns, stream string, key []byte, paylo
 		if kind == answerNone {
 			kind = answerErrorFrame
 		}
-		s.answerPublishError(kind, id, proto.CodeUnauthorized, auth.WireText(names.allowed))
+		code, text := publishRefusal(names.allowed) // handlers.go: malformed for an invalid name
+		s.answerPublishError(kind, id, code, text)
 		return
 	}
 	op := s.newPubOp()
@@ -298,7 +302,8 @@ func (s *session) handleBinaryPublish(flags uint16, body []byte) bool {
 		if kind == answerNone {
 			kind = answerErrorFrame
 		}
-		s.answerPublishError(kind, b.RequestID, proto.CodeUnauthorized, auth.WireText(names.allowed))
+		code, text := publishRefusal(names.allowed)
+		s.answerPublishError(kind, b.RequestID, code, text)
 		return false
 	}
 	op := s.newPubOp()
