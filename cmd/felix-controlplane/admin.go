@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,7 +21,7 @@ import (
 const adminUsage = `usage: felix-controlplane admin [--url URL] [--token TOKEN] COMMAND
   features                          list fleet features: enabled, supported by, lacking
   features finalize NAME [--dry-run] enable NAME (one-way); --dry-run names the brokers lacking it
-  brokers                           registered brokers: storage id, state, missing features
+  brokers                           registered brokers: storage id, state, feed cursor, missing features
   members                           control-plane members: storage id, level, held, which one leads
   members add ID [ADDR] [--url URL] add a member (ID: NODE_ID, or NODE_ID/STORAGE_ID; ADDR its Raft address,
                                     default what it answers; URL its REST URL, default its PEER_URLS entry)
@@ -209,10 +210,14 @@ func (c *adminClient) brokers(w io.Writer) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTORAGE ID\tSTATE\tCLIENT ADDR\tINTERNAL ADDR\tINCARNATION\tMISSING")
+	fmt.Fprintln(tw, "NODE\tSTORAGE ID\tSTATE\tCLIENT ADDR\tINTERNAL ADDR\tINCARNATION\tFEED CURSOR\tMISSING")
 	for _, b := range bs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", b.NodeID, orDash(b.StorageID), b.State, orDash(b.ClientAddr),
-			orDash(b.InternalAddr), b.Incarnation, list(b.Missing))
+		cursor := "-" // an older broker, or none reported to the member since it started
+		if b.FeedCursorSeen != nil {
+			cursor = strconv.FormatUint(b.Cursor, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", b.NodeID, orDash(b.StorageID), b.State, orDash(b.ClientAddr),
+			orDash(b.InternalAddr), b.Incarnation, cursor, list(b.Missing))
 	}
 	return tw.Flush()
 }

@@ -136,7 +136,7 @@ func TestStreamSurvivesSIGTERMAndRestart(t *testing.T) {
 	post(t, base, "wrong", "/v1/tenants", `{"tenant_id":"acme"}`, 401)
 	post(t, base, tok, "/v1/tenants", `{"tenant_id":"acme"}`, 201)
 	post(t, base, tok, "/v1/tenants/acme/namespaces", `{"namespace":"prod"}`, 201)
-	post(t, base, tok, "/v1/brokers", `{"node_id":"b1","client_addr":"127.0.0.1:5000"}`, 200)
+	post(t, base, tok, "/v1/brokers", `{"node_id":"b1","client_addr":"127.0.0.1:5000","feed_cursor":4242}`, 200)
 	post(t, base, tok, "/v1/tenants/acme/namespaces/prod/streams", `{"stream":"orders","shards":3}`, 201)
 	adminCommands(t, base, tok)
 	if m := get(t, "http://"+metrics+"/metrics"); !strings.Contains(m, "\nfelix_meta_raft_leader 1\n") {
@@ -201,7 +201,8 @@ func adminCommands(t *testing.T, base, tok string) {
 	if out, code := admin("members"); code != 0 || !strings.Contains(out, "cp1") || !strings.Contains(out, "true") {
 		t.Fatalf("admin members: %d\n%s", code, out)
 	}
-	if out, code := admin("brokers"); code != 0 || !strings.Contains(out, "b1") || !strings.Contains(out, "live") {
+	if out, code := admin("brokers"); code != 0 || !strings.Contains(out, "b1") || !strings.Contains(out, "live") ||
+		!strings.Contains(out, "FEED CURSOR") || !strings.Contains(out, "4242") {
 		t.Fatalf("admin brokers: %d\n%s", code, out)
 	}
 	if out, code := admin("features"); code != 0 || !strings.Contains(out, "jump_hash_routing") {

@@ -121,14 +121,27 @@ type BrokerView struct {
 	meta.Broker
 	State   string   `json:"state"`
 	Missing []string `json:"missing"`
+	// FeedCursor is the broker's feed cursor as last reported to the member
+	// that answers (nil when none was: an older broker, or a member that
+	// took none of its requests since it started).
+	*FeedCursorSeen
 }
 
+// listBrokers serves GET /v1/brokers. A follower that knows the leader's URL
+// forwards it (the leader takes the heartbeats, so it holds the feed
+// cursors), else answers from its own view.
 func (h *Handler) listBrokers(w http.ResponseWriter, r *http.Request) {
+	if h.forwardRead(w, r) {
+		return
+	}
 	st := h.cfg.Node.FSM.State()
 	now := h.nowMs()
 	out := []BrokerView{}
 	for _, b := range st.Brokers() {
 		v := BrokerView{Broker: b, State: meta.BrokerState(b, now, h.cfg.Liveness), Missing: []string{}}
+		if c, ok := h.cursors.get(b.NodeID); ok {
+			v.FeedCursorSeen = &c
+		}
 		for _, f := range st.Enabled() {
 			if !slices.Contains(b.Features, f.Name) {
 				v.Missing = append(v.Missing, f.Name)
@@ -145,40 +158,46 @@ func (h *Handler) listBrokers(w http.ResponseWriter, r *http.Request) {
 // of the new-cluster rule (raftnode.Node.AutoFinalize; the command retries it
 // on a timer).
 func (h *Handler) register(w http.ResponseWriter, r *http.Request) {
-	var c meta.RegisterBroker
-	if err := decode(r, &c); err != nil {
+	var body registrationBody
+	if err := decode(r, &body); err != nil {
 		h.fail(w, err)
 		return
 	}
+	c := body.RegisterBroker
 	c.AtMs = h.nowMs()
 	res, ok := h.propose(w, &c)
 	if !ok {
 		return
 	}
+	h.cursors.note(c.NodeID, body.FeedCursor, c.AtMs)
 	if _, err := h.cfg.Node.AutoFinalize(h.nowMs(), h.cfg.ProposeTimeout); err != nil {
 		h.cfg.Logger.Info("new-cluster finalize after a registration did not complete", "err", err)
 	}
 	writeJSON(w, http.StatusOK, res.Value)
 }
 
-// heartbeat serves POST /v1/brokers/{id}/heartbeat: {draining, generations}
+// heartbeat serves POST /v1/brokers/{id}/heartbeat: {draining, generations,
+// feed_cursor}
 // (node_id from the path; a body node_id must agree); 204, 404 unregistered.
 // With Config.HeartbeatEntryEvery a steady heartbeat is not a Raft entry
 // (liveness.go); every accepted one reaches Config.OnHeartbeat.
 func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request) {
-	var c meta.Heartbeat
-	if err := decode(r, &c); err != nil {
+	var body heartbeatBody
+	if err := decode(r, &body); err != nil {
 		h.fail(w, err)
 		return
 	}
+	c := body.Heartbeat
 	if !h.samePath(w, "node_id", c.NodeID, r.PathValue("id")) {
 		return
 	}
 	c.NodeID, c.AtMs = r.PathValue("id"), h.nowMs()
 	if h.heartbeatSeen(w, &c) {
+		h.cursors.note(c.NodeID, body.FeedCursor, c.AtMs)
 		return
 	}
 	if _, ok := h.propose(w, &c); ok {
+		h.cursors.note(c.NodeID, body.FeedCursor, c.AtMs)
 		h.arrived(&c)
 		w.WriteHeader(http.StatusNoContent)
 	}

@@ -118,12 +118,10 @@ func (h *Handler) identity() IdentityBody {
 // forwards (the held states are the leader's), else answers from its own
 // view.
 func (h *Handler) members(w http.ResponseWriter, r *http.Request) {
-	rf := h.cfg.Node.Raft
-	if _, id := rf.LeaderWithID(); rf.State() != raft.Leader && id != "" && r.Header.Get(ForwardedHeader) == "" &&
-		h.cfg.MemberURL != nil && h.cfg.MemberURL(id) != "" {
-		h.forward(w, r)
+	if h.forwardRead(w, r) {
 		return
 	}
+	rf := h.cfg.Node.Raft
 	f := rf.GetConfiguration()
 	if err := f.Error(); err != nil {
 		h.fail(w, err)
@@ -147,6 +145,20 @@ func (h *Handler) members(w http.ResponseWriter, r *http.Request) {
 			AnsweredAs: string(answered[s.ID])})
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// forwardRead forwards a read that the leader answers best (members and
+// their held states, brokers and their feed cursors) when this member is a
+// follower that knows the leader's URL and the request was not forwarded
+// already; false: answer it here.
+func (h *Handler) forwardRead(w http.ResponseWriter, r *http.Request) bool {
+	rf := h.cfg.Node.Raft
+	if _, id := rf.LeaderWithID(); rf.State() != raft.Leader && id != "" && r.Header.Get(ForwardedHeader) == "" &&
+		h.cfg.MemberURL != nil && h.cfg.MemberURL(id) != "" {
+		h.forward(w, r)
+		return true
+	}
+	return false
 }
 
 // resolve gives the configuration's server id for id: itself, or the one

@@ -96,6 +96,7 @@ type Handler struct {
 	cfg       Config
 	mux       *http.ServeMux
 	readyTerm atomic.Uint64 // the term whose barrier this leader passed
+	cursors   cursors       // the brokers' feed cursors reported here
 }
 
 // New builds the handler; zero Config fields take the defaults above.
