@@ -42,8 +42,9 @@ type ControlPlaneConfig struct {
 	// (its DATA_DIR/admin-token), sent on registration, heartbeats and forwarded admin
 	// writes; "" sends none (a control plane with FELIX_AUTH=off).
 	TokenFile string
-	// HeartbeatIntervalMS is FELIX_CONTROLPLANE_HEARTBEAT_INTERVAL_MS (3000: a third of the
-	// control plane's 10 s liveness timeout).
+	// HeartbeatIntervalMS is FELIX_CONTROLPLANE_HEARTBEAT_INTERVAL_MS (250: the control
+	// plane's placement loop reads a broker suspect after 750 ms and down after 1500 ms,
+	// three and six heartbeats; docs/controlplane.md, "Heartbeat and liveness defaults").
 	HeartbeatIntervalMS int
 	// SyncIntervalMS is FELIX_CONTROLPLANE_SYNC_INTERVAL_MS (2000): the longest pause
 	// between attempts while the control plane is away (the backoff cap); the feed itself
@@ -135,8 +136,8 @@ func controlPlaneSettings() []setting {
 			help: "cluster mode: control-plane member REST URLs (http://host:port, comma-separated); needs FELIX_INTERNAL_BIND and FELIX_NODE_ID; not with FELIX_CLUSTER_PEERS (empty = single node)"},
 		{env: "FELIX_CONTROLPLANE_ADMIN_TOKEN_FILE", flag: "controlplane-admin-token-file", def: "", set: tf, get: tg,
 			help: "file holding the control plane's admin token (its DATA_DIR/admin-token), sent on registration, heartbeats and forwarded admin writes (empty = none: a control plane with FELIX_AUTH=off)"},
-		{env: "FELIX_CONTROLPLANE_HEARTBEAT_INTERVAL_MS", flag: "controlplane-heartbeat-interval-ms", def: "3000", set: hs, get: hg,
-			help: "heartbeat interval to the control plane (100..60000; the control plane counts a broker down 10 s after its last)"},
+		{env: "FELIX_CONTROLPLANE_HEARTBEAT_INTERVAL_MS", flag: "controlplane-heartbeat-interval-ms", def: "250", set: hs, get: hg,
+			help: "heartbeat interval to the control plane (100..60000; with the control plane's defaults a broker is suspect after 3 missed and down after 6: raise FELIX_CONTROLPLANE_SUSPECT_AFTER_MS/_DOWN_AFTER_MS with it)"},
 		{env: "FELIX_CONTROLPLANE_SYNC_INTERVAL_MS", flag: "controlplane-sync-interval-ms", def: "2000", set: ss, get: sg,
 			help: "longest pause between attempts while the control plane is away (100..600000; the change feed is a long poll)"},
 	}

@@ -271,7 +271,7 @@ func TestControlPlaneConfig(t *testing.T) {
 		"FELIX_NODE_ID": "a.felix", "FELIX_CONTROLPLANE_URL": " http://127.0.0.1:8443/, http://127.0.0.1:8445"}
 	cfg, _, err := LoadConfig(nil, envOf(base))
 	if err != nil || !slices.Equal(cfg.ControlPlane.URLs, []string{"http://127.0.0.1:8443", "http://127.0.0.1:8445"}) ||
-		cfg.ControlPlane.HeartbeatIntervalMS != 3000 || cfg.ControlPlane.SyncIntervalMS != 2000 {
+		cfg.ControlPlane.HeartbeatIntervalMS != 250 || cfg.ControlPlane.SyncIntervalMS != 2000 {
 		t.Fatalf("valid: %+v %v", cfg.ControlPlane, err)
 	}
 	for name, change := range map[string]map[string]string{
