@@ -20,7 +20,7 @@ func (a *app) cacheCommand() *cobra.Command {
 		Short: "Cache values, counters and watches; create, list and delete caches",
 		RunE:  groupRunE,
 	}
-	cmd.AddCommand(a.cachePut(), a.cacheGet(), a.cacheDel(), a.cacheIncr(), a.cacheCounter(), a.cacheWatch(),
+	cmd.AddCommand(a.cachePut(), a.cacheGet(), a.cacheDeleteKey(), a.cacheDelAlias(), a.cacheIncr(), a.cacheCounter(), a.cacheWatch(),
 		a.cacheCreate(), a.cacheList(), a.cacheDelete())
 	return cmd
 }
@@ -139,35 +139,55 @@ func (a *app) cacheGet() *cobra.Command {
 	}
 }
 
-func (a *app) cacheDel() *cobra.Command {
+// cacheDeleteKey is `felix cache delete-key CACHE KEY` (was `cache del`, too close to
+// `cache delete`, which deletes the whole cache: issue 23 item 10).
+func (a *app) cacheDeleteKey() *cobra.Command {
 	return &cobra.Command{
-		Use:   "del CACHE KEY",
-		Short: "Delete a key and print the removed value (exit 3 when it was absent)",
+		Use:   "delete-key CACHE KEY",
+		Short: "Delete one key and print the removed value (exit 3 when it was absent; the cache stays)",
 		Args:  nameArgs(2, 2, 2),
+		RunE:  a.runCacheDeleteKey,
+	}
+}
+
+// cacheDelAlias is the deprecated spelling `cache del CACHE KEY`: hidden, it warns on
+// stderr and runs delete-key.
+func (a *app) cacheDelAlias() *cobra.Command {
+	return &cobra.Command{
+		Use:    "del CACHE KEY",
+		Short:  "Deprecated: use delete-key",
+		Hidden: true,
+		Args:   nameArgs(2, 2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var (
-				removed []byte
-				found   bool
-			)
-			err := a.withClient(cmd, func(c *client.Client, ctx context.Context) error {
-				var err error
-				removed, found, err = c.Delete(ctx, args[0], args[1])
-				return err
-			})
-			if err != nil {
-				return fmt.Errorf("cache del %s %s: %w", args[0], args[1], err)
-			}
-			if !found {
-				return withKind(ErrNotFound, fmt.Errorf("cache %s: key %s not found", args[0], args[1]))
-			}
-			if a.jsonOut {
-				a.printJSON(valueJSON(map[string]any{"cache": args[0], "key": args[1], "deleted": true}, removed))
-				return nil
-			}
-			fmt.Fprintf(a.stdout, "deleted %s (was %s)\n", args[1], strconv.Quote(string(removed)))
-			return nil
+			fmt.Fprintln(a.stderr, "felix: warning: \"cache del\" is deprecated and will be removed: use \"felix cache delete-key CACHE KEY\" (\"cache delete CACHE\" deletes the whole cache)")
+			return a.runCacheDeleteKey(cmd, args)
 		},
 	}
+}
+
+// runCacheDeleteKey deletes args[1] of cache args[0] and prints the removed value.
+func (a *app) runCacheDeleteKey(cmd *cobra.Command, args []string) error {
+	var (
+		removed []byte
+		found   bool
+	)
+	err := a.withClient(cmd, func(c *client.Client, ctx context.Context) error {
+		var err error
+		removed, found, err = c.Delete(ctx, args[0], args[1])
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("cache delete-key %s %s: %w", args[0], args[1], err)
+	}
+	if !found {
+		return withKind(ErrNotFound, fmt.Errorf("cache %s: key %s not found", args[0], args[1]))
+	}
+	if a.jsonOut {
+		a.printJSON(valueJSON(map[string]any{"cache": args[0], "key": args[1], "deleted": true}, removed))
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "deleted %s (was %s)\n", args[1], strconv.Quote(string(removed)))
+	return nil
 }
 
 func (a *app) cacheIncr() *cobra.Command {

@@ -184,11 +184,15 @@ func retentionText(r client.Retention) string {
 }
 
 func (a *app) streamDelete() *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete STREAM",
-		Short: "Delete a stream and its data",
+	var yes *bool
+	cmd := &cobra.Command{
+		Use:   "delete STREAM [--yes]",
+		Short: "Delete a stream and its data (asks for its name unless --yes)",
 		Args:  nameArgs(1, 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.confirmDelete("stream", args[0], *yes); err != nil { // confirm.go
+				return err
+			}
 			err := a.adminCall(cmd.Context(), func(ctx context.Context, ad *client.Admin) error {
 				return ad.DeleteStream(ctx, args[0])
 			})
@@ -199,6 +203,8 @@ func (a *app) streamDelete() *cobra.Command {
 			return nil
 		},
 	}
+	yes = addYesFlag(cmd)
+	return cmd
 }
 
 func (a *app) cacheCreate() *cobra.Command {
@@ -267,11 +273,15 @@ func (a *app) cacheList() *cobra.Command {
 }
 
 func (a *app) cacheDelete() *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete CACHE",
-		Short: "Delete a cache and its data (admin API)",
+	var yes *bool
+	cmd := &cobra.Command{
+		Use:   "delete CACHE [--yes]",
+		Short: "Delete a cache and all its keys (admin API; asks for its name unless --yes)",
 		Args:  nameArgs(1, 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.confirmDelete("cache", args[0], *yes); err != nil { // confirm.go
+				return err
+			}
 			err := a.adminCall(cmd.Context(), func(ctx context.Context, ad *client.Admin) error {
 				return ad.DeleteCache(ctx, args[0])
 			})
@@ -282,6 +292,8 @@ func (a *app) cacheDelete() *cobra.Command {
 			return nil
 		},
 	}
+	yes = addYesFlag(cmd)
+	return cmd
 }
 
 // adminCall runs fn with a client.Admin for --admin (the broker's admin HTTP API,
