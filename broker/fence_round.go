@@ -37,6 +37,7 @@ type promotion struct {
 	// broker's own position for itself): the refusal's report.
 	held   map[string]uint64
 	cancel context.CancelFunc
+	done   chan struct{} // closed once decided (or abandoned)
 }
 
 // fenced reports whether the shard ref led here at gen with followers set may ship: its
@@ -53,31 +54,58 @@ func (r *replication) fenced(ctx context.Context, ref core.ShardRef, gen uint64,
 		r.mu.Unlock()
 		return open
 	}
-	if p != nil {
-		p.cancel()
-	}
+	r.mu.Unlock()
 	if err := r.srv.engine.SetReplicated(ref, true); err != nil { // attached before anything releases (promote.go)
 		r.srv.log.Warn("promotion: replica set not attached", "shard", ref.String(), "err", err)
 	}
+	own, err := r.ownPositions(ref, gen)
+	if err != nil {
+		r.srv.log.Warn("promotion: fence round not started (retried on the next reconcile pass)", "shard", ref.String(), "err", err)
+		return false
+	}
+	r.startRound(ctx, ref, gen, set, own)
+	return false
+}
+
+// startRound starts a fence round of ref at gen over followers set, from own positions,
+// replacing any other round of the shard; the round runs until decided or ctx ends.
+func (r *replication) startRound(ctx context.Context, ref core.ShardRef, gen uint64, set []string,
+	own map[proto.ReplicaLog]placement.Position) *promotion {
 	rctx, cancel := context.WithCancel(ctx)
-	p = &promotion{gen: gen, set: set, cancel: cancel, outcome: placement.FenceOutcome{State: placement.FencePending}}
+	p := &promotion{gen: gen, set: set, cancel: cancel, own: own, done: make(chan struct{}),
+		outcome: placement.FenceOutcome{State: placement.FencePending}}
+	r.mu.Lock()
+	if old := r.promotions[ref]; old != nil {
+		old.cancel()
+	}
 	r.promotions[ref] = p
 	r.mu.Unlock()
 	r.exited.Add(1)
 	go func() {
 		defer r.exited.Done()
+		defer func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			select {
+			case <-p.done:
+			default:
+				close(p.done)
+			}
+		}()
 		r.runFence(rctx, ref, p)
 	}()
-	return false
+	return p
 }
 
 // forgetPromotions drops the rounds of shards no longer led here (keep: the shards the
-// plan wants shipped or fenced).
-func (r *replication) forgetPromotions(keep map[core.ShardRef]bool) {
+// plan wants shipped or fenced) unless the table still names this node their leader at
+// the round's generation (a round run before the role change, or a refusal: promote.go).
+func (r *replication) forgetPromotions(keep map[core.ShardRef]bool, owners Ownership) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for ref, p := range r.promotions {
-		if !keep[ref] {
+		a, named := owners[ref]
+		if !keep[ref] && (!named || a.Leader != r.srv.nodeID() || a.Generation != p.gen) {
 			p.cancel()
 			delete(r.promotions, ref)
 		}
@@ -95,12 +123,9 @@ type fenceAnswer struct {
 // runFence runs p's round until it is decided or ctx ends.
 func (r *replication) runFence(ctx context.Context, ref core.ShardRef, p *promotion) {
 	s := r.srv
-	own, err := r.ownPositions(ref, p.gen)
-	var round *placement.FenceRound
-	if err == nil {
-		round, err = placement.NewFenceRound(placement.FenceConfig{Generation: p.gen, Self: s.nodeID(),
-			ReplicaSet: append([]string{s.nodeID()}, p.set...), Own: own, MajorityAck: true})
-	}
+	own := p.own
+	round, err := placement.NewFenceRound(placement.FenceConfig{Generation: p.gen, Self: s.nodeID(),
+		ReplicaSet: append([]string{s.nodeID()}, p.set...), Own: own, MajorityAck: true})
 	if err != nil {
 		s.log.Warn("promotion: fence round not started (retried on the next reconcile pass)", "shard", ref.String(), "err", err)
 		r.mu.Lock()
@@ -148,6 +173,7 @@ func (r *replication) decided(ref core.ShardRef, p *promotion, own map[proto.Rep
 	s := r.srv
 	r.mu.Lock()
 	p.outcome, p.own, p.held = o, own, held
+	close(p.done)
 	r.mu.Unlock()
 	switch o.State {
 	case placement.FenceOpen:

@@ -13,6 +13,8 @@ package broker
 
 import (
 	"errors"
+	"fmt"
+	"time"
 
 	"felix/cluster/placement"
 	"felix/core"
@@ -42,6 +44,9 @@ func (p promotingEngine) OpenShard(spec core.ShardSpec, shard int, role core.Rol
 // change and claim is released at its local commit or counted as inherited.
 func (p promotingEngine) SetRole(ref core.ShardRef, role core.Role, generation uint64) error {
 	if role == core.RoleLeader {
+		if err := p.srv.repl.fenceBeforeLeading(ref, generation); err != nil {
+			return err
+		}
 		p.srv.repl.preClaim(ref, generation)
 	}
 	if err := p.shardOpener.SetRole(ref, role, generation); err != nil {
@@ -126,4 +131,85 @@ func (r *replication) claim(ref core.ShardRef, generation uint64) {
 			s.log.Warn("promotion: generation start not recorded at once", "log", logAddr(ref, l).String(), "err", err)
 		}
 	}
+}
+
+// fenceWait bounds how long a reconcile pass waits for a follower's fence round before it
+// leads: past it the role change fails and is tried again fenceRetry later.
+const (
+	fenceWait  = 3 * time.Second
+	fenceRetry = 500 * time.Millisecond
+)
+
+// errNotFenced: the shard's fence round at the generation did not open (yet): it stays a
+// follower (the reconciler's action fails, naming it).
+var errNotFenced = errors.New("broker: the fence round did not open")
+
+// fenceBeforeLeading runs the fence round of a Quorum stream shard that follows here and
+// is about to lead at generation (claimable), before the role changes: a shard that never
+// opens never takes a client record at a generation it did not open, so its log holds no
+// record of it that a later round could mistake for an acknowledged one. Open: nil (the
+// plan then ships at once). Refused or lost: errNotFenced, at once on every later pass at
+// that generation (the refusal is reported to the control plane, whose new assignment
+// moves the shard). Still pending after fenceWait: errNotFenced, and a pass is asked for
+// again. A shard that does not follow here (it opens as leader, or leads already) is
+// fenced by the plan instead (fence_round.go).
+func (r *replication) fenceBeforeLeading(ref core.ShardRef, generation uint64) error {
+	quorum, ok := r.claimable(ref, generation)
+	if !ok || !quorum || ref.Kind != core.ShardStream || fenceRoundOff {
+		return nil
+	}
+	s := r.srv
+	st, err := s.engine.ReplicaState(logAddr(ref, proto.LogStream))
+	if err != nil || st.Role != core.RoleFollower {
+		return nil
+	}
+	a, _ := s.owners.Lookup(ref)
+	r.mu.Lock()
+	p, ctx := r.promotions[ref], r.ctx
+	r.mu.Unlock()
+	if ctx == nil {
+		return nil
+	}
+	if p == nil || p.gen != generation || !sameSet(p.set, a.ReplicaSet) {
+		own, err := r.followerPositions(ref, generation)
+		if err != nil {
+			return nil // the plan's round runs once it leads
+		}
+		p = r.startRound(ctx, ref, generation, a.ReplicaSet, own)
+	}
+	timer := time.NewTimer(fenceWait)
+	defer timer.Stop()
+	select {
+	case <-p.done:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	r.mu.Lock()
+	state := p.outcome.State
+	r.mu.Unlock()
+	switch state {
+	case placement.FenceOpen:
+		return nil
+	case placement.FencePending:
+		time.AfterFunc(fenceRetry, func() {
+			if s.reconciler != nil {
+				s.reconciler.Changed()
+			}
+		})
+	}
+	return fmt.Errorf("%w: %v at generation %d is %v", errNotFenced, ref, generation, state)
+}
+
+// followerPositions is a following shard's position on each gating log: its tail, the
+// generation of its newest record (below generation).
+func (r *replication) followerPositions(ref core.ShardRef, generation uint64) (map[proto.ReplicaLog]placement.Position, error) {
+	out := map[proto.ReplicaLog]placement.Position{}
+	for _, l := range placement.GatingLogs(wireKind(ref.Kind)) {
+		st, err := r.srv.engine.ReplicaState(logAddr(ref, l))
+		if err != nil {
+			return nil, err
+		}
+		out[l] = placement.Position{LastGeneration: lastGenerationBelow(st, st.Tail, generation), Durable: st.Tail}
+	}
+	return out, nil
 }

@@ -52,6 +52,7 @@ type replication struct {
 	// promotions are the fence rounds of the Quorum stream shards led here (fence_round.go).
 	promotions map[core.ShardRef]*promotion
 	inherited  map[core.ShardRef]inheritedAt // positions noted before a role change to leader (promote.go)
+	ctx        context.Context               // the loop's (nil before the start)
 	stats      map[haltKey]*followerStats    // metrics, kept across a shard's generations
 }
 
@@ -126,6 +127,9 @@ func (s *Server) startReplication() {
 	ctx, cancel := context.WithCancel(context.Background())
 	kick := make(chan struct{}, 1)
 	r.stop, r.stopped = cancel, make(chan struct{})
+	r.mu.Lock()
+	r.ctx = ctx
+	r.mu.Unlock()
 	r.kick.Store(&kick)
 	go func() {
 		defer close(r.stopped)
@@ -145,7 +149,7 @@ func (s *Server) stopReplication() {
 	r.stop()
 	<-r.stopped
 	r.stop = nil
-	r.forgetPromotions(nil)
+	r.forgetPromotions(nil, nil)
 	r.mu.Lock()
 	leaders := r.leaders
 	r.leaders = map[core.LogAddr]*leaderShard{}
@@ -263,7 +267,7 @@ func (r *replication) plan(ctx context.Context) {
 			want[logAddr(st.Ref, log)] = leaderWant{gen: st.Generation, replicaSet: a.ReplicaSet, quorum: quorum && gatesRelease(log)}
 		}
 	}
-	r.forgetPromotions(leading)
+	r.forgetPromotions(leading, owners)
 	r.mu.Lock()
 	var stop []*leaderShard
 	for addr, l := range r.leaders {

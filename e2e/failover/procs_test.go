@@ -90,6 +90,7 @@ func freeAddr(t *testing.T) string {
 func start(ctx context.Context, t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{t: t, sup: supervisor.NewForTest(t), root: t.TempDir()}
+	keepLogs(t, f.sup.Dir())
 	var err error
 	if f.cert, err = scenario.WriteCert(f.root); err != nil {
 		t.Fatal(err)
@@ -113,6 +114,32 @@ func start(ctx context.Context, t *testing.T) *fixture {
 	return f
 }
 
+// keepLogs, with FELIX_FAILOVER_KEEP_LOGS=DIR, copies every process log of a failed test
+// (the supervisor's dir) to DIR/<test>-<time> before the temp dirs go.
+func keepLogs(t *testing.T, from string) {
+	keep := os.Getenv("FELIX_FAILOVER_KEEP_LOGS")
+	if keep == "" {
+		return
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		to := filepath.Join(keep, t.Name()+"-"+time.Now().UTC().Format("150405"))
+		logs, _ := filepath.Glob(filepath.Join(from, "*.log"))
+		if err := os.MkdirAll(to, 0o755); err != nil {
+			t.Logf("logs not kept: %v", err)
+			return
+		}
+		for _, l := range logs {
+			if data, err := os.ReadFile(l); err == nil {
+				_ = os.WriteFile(filepath.Join(to, filepath.Base(l)), data, 0o644)
+			}
+		}
+		t.Logf("process logs kept in %s", to)
+	})
+}
+
 // startBroker starts broker i in cluster mode and waits for its ready file.
 func (f *fixture) startBroker(ctx context.Context, i int) {
 	f.t.Helper()
@@ -127,7 +154,10 @@ func (f *fixture) startBroker(ctx context.Context, i int) {
 			"FELIX_DURABLE_STORAGE_DIR=" + filepath.Join(dir, "data"),
 			"FELIX_READY_FILE=" + readyFile, "FELIX_TLS_CERT=" + f.cert.CertFile, "FELIX_TLS_KEY=" + f.cert.KeyFile,
 			"FELIX_AUTH=off", "FELIX_CORE_SHARDS=1", "FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS=5000", "FELIX_CLUSTER_PEERS=",
-			"FELIX_AUTH_TOKEN=", "FELIX_AUTH_TENANT="},
+			"FELIX_AUTH_TOKEN=", "FELIX_AUTH_TENANT=",
+			// FELIX_TEST_FENCE_ROUND=off turns the promoted leader's fence round off (the teeth:
+			// acknowledged records are lost again; docs/bench/failover.md).
+			"FELIX_TEST_FENCE_ROUND=" + os.Getenv("FELIX_TEST_FENCE_ROUND")},
 		Ready: supervisor.Ready{File: readyFile, Timeout: readyTimeout}}
 	var err error
 	if b.proc, err = f.sup.Start(ctx, spec); err != nil {
