@@ -105,8 +105,13 @@ func checkResult(t *testing.T, res Result) {
 	if res.Shape.Kind != KindReplay && res.Latency.Count == 0 {
 		t.Fatalf("no latency recorded: %+v", res)
 	}
-	if res.RecordsPerSec <= 0 {
-		t.Fatalf("no throughput: %+v", res)
+	// The rate counts what arrived inside the measured phase: at 0.4 s phases on a loaded
+	// machine every delivery can trail the phase's end (p50 1.3 s seen at load 28), so a
+	// zero rate is not a failure; a rate above what was delivered, or none where the whole
+	// run is the phase (group, replay), is.
+	whole := res.Shape.Kind == KindGroup || res.Shape.Kind == KindReplay
+	if res.RecordsPerSec < 0 || res.RecordsPerSec*res.Elapsed.Seconds() > float64(res.Delivered)+0.5 || whole && res.RecordsPerSec <= 0 {
+		t.Fatalf("throughput %v/s over %v does not fit %d delivered: %+v", res.RecordsPerSec, res.Elapsed, res.Delivered, res)
 	}
 	if len(res.Warnings) == 0 {
 		t.Errorf("a run this small must warn about the QUIC send window")
