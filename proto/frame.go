@@ -54,8 +54,9 @@ const (
 	// KnownFlagsV1 (0x003F) is the v1 broker's KNOWN_FLAGS.
 	KnownFlagsV1 uint16 = 0x003F
 	// KnownFlags is every bit this build understands: v1 bits plus 0x0800, 0x1000, 0x2000,
-	// 0x4000. A header carrying any other bit is refused with ErrUnknownFlags.
-	KnownFlags uint16 = KnownFlagsV1 | FlagEventBatchSkipped | FlagEventBatchPublishers | FlagPublishIdempotent | FlagPublishKeyed
+	// 0x4000, 0x8000 (group_records.go). A header carrying any other bit is refused with
+	// ErrUnknownFlags.
+	KnownFlags uint16 = KnownFlagsV1 | FlagEventBatchSkipped | FlagEventBatchPublishers | FlagPublishIdempotent | FlagPublishKeyed | FlagBinaryGroupRecords
 )
 
 // Header is a decoded FLX1 frame header. Magic and version are implied (checked on decode).
@@ -119,6 +120,7 @@ const (
 	LayoutPublishAck                          // 0x0010
 	LayoutEventBatch                          // 0x0002 [|0x0020 [|0x0800]] [|0x1000]
 	LayoutSharedEventBatch                    // 0x0004 [|0x0020 [|0x0800]] [|0x1000]
+	LayoutGroupRecords                        // 0x8000 alone (group_records.go)
 )
 
 // ClassifyFlags maps header flags to the layout they select. Unknown bits give
@@ -141,6 +143,8 @@ func ClassifyFlags(flags uint16) (Layout, error) {
 		return LayoutAckedPublishBatch, nil
 	case FlagBinaryPublishAck:
 		return LayoutPublishAck, nil
+	case FlagBinaryGroupRecords:
+		return LayoutGroupRecords, nil
 	}
 	base := flags &^ (FlagEventBatchOffsets | FlagEventBatchSkipped | FlagEventBatchPublishers)
 	if flags&FlagEventBatchSkipped != 0 && flags&FlagEventBatchOffsets == 0 {

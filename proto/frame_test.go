@@ -32,7 +32,7 @@ func TestDecodeHeaderOrder(t *testing.T) {
 		{"version before flags", bad(Magic, 2, 0x8000, 1<<31), ErrUnsupportedVersion, "version"},
 		{"flags before length", bad(Magic, 1, 0x0040, 1<<31), ErrUnknownFlags, "flags"},
 		{"reserved 0x0400 refused", bad(Magic, 1, 0x0400, 0), ErrUnknownFlags, "flags"},
-		{"free 0x8000 refused", bad(Magic, 1, 0x8001, 0), ErrUnknownFlags, "flags"},
+		{"0x8000 with a reserved bit refused", bad(Magic, 1, 0x8100, 0), ErrUnknownFlags, "flags"},
 		{"length", bad(Magic, 1, 0x0001, DefaultMaxFrameBytes+1), ErrFrameTooLarge, "length"},
 	}
 	for _, tc := range cases {
@@ -52,7 +52,7 @@ func TestDecodeHeaderOrder(t *testing.T) {
 }
 
 func TestFlagConstants(t *testing.T) {
-	if OriginalV1Flags != 0x0007 || KnownFlagsV1 != 0x003F || KnownFlags != 0x783F {
+	if OriginalV1Flags != 0x0007 || KnownFlagsV1 != 0x003F || KnownFlags != 0xF83F {
 		t.Fatalf("flag sets %#x %#x %#x", OriginalV1Flags, KnownFlagsV1, KnownFlags)
 	}
 	valid := map[uint16]Layout{
@@ -61,19 +61,20 @@ func TestFlagConstants(t *testing.T) {
 		0x0024: LayoutSharedEventBatch, 0x0824: LayoutSharedEventBatch, 0x0822: LayoutEventBatch,
 		0x1004: LayoutSharedEventBatch, 0x1824: LayoutSharedEventBatch, 0x1002: LayoutEventBatch,
 		0x4001: LayoutPublishBatch, 0x4009: LayoutAckedPublishBatch, 0x6009: LayoutAckedPublishBatch,
+		0x8000: LayoutGroupRecords,
 	}
 	for f, want := range valid {
 		if got, err := ClassifyFlags(f); err != nil || got != want {
 			t.Errorf("%#04x: %v %v, want %v", f, got, err, want)
 		}
 	}
-	for _, f := range []uint16{0x0008, 0x0020, 0x0800, 0x0804, 0x2001, 0x2000, 0x0003, 0x0006, 0x0011, 0x0019, 0x1001, 0x0021, 0x4000, 0x4008, 0x6001, 0x4010, 0x4004, 0x6000} {
+	for _, f := range []uint16{0x0008, 0x0020, 0x0800, 0x0804, 0x2001, 0x2000, 0x0003, 0x0006, 0x0011, 0x0019, 0x1001, 0x0021, 0x4000, 0x4008, 0x6001, 0x4010, 0x4004, 0x6000, 0x8001, 0x8004, 0x8020, 0xC000} {
 		if _, err := ClassifyFlags(f); !errors.Is(err, ErrFlagCombination) {
 			t.Errorf("%#04x: %v, want ErrFlagCombination", f, err)
 		}
 	}
-	if _, err := ClassifyFlags(0x8001); !errors.Is(err, ErrUnknownFlags) {
-		t.Errorf("0x8001: %v", err)
+	if _, err := ClassifyFlags(0x8040); !errors.Is(err, ErrUnknownFlags) {
+		t.Errorf("0x8040: %v", err)
 	}
 }
 

@@ -329,6 +329,10 @@ type GroupPoll struct {
 	MaxRecords    uint32 `json:"max_records"`
 	MaxWaitMs     uint64 `json:"max_wait_ms"`
 	WithPublisher bool   `json:"with_publisher"`
+	// BinaryRecords asks for the answer as a binary group_records frame
+	// (FlagBinaryGroupRecords, group_records.go); omitted when false. A broker that
+	// does not know it ignores it and answers JSON.
+	BinaryRecords bool   `json:"binary_records"`
 	RequestID     uint64 `json:"request_id"`
 }
 

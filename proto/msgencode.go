@@ -380,6 +380,7 @@ func (m *GroupPoll) AppendJSON(dst []byte) []byte {
 	w.u64("max_records", uint64(m.MaxRecords))
 	w.u64("max_wait_ms", m.MaxWaitMs)
 	w.optTrue("with_publisher", m.WithPublisher)
+	w.optTrue("binary_records", m.BinaryRecords)
 	w.u64("request_id", m.RequestID)
 	return w.end()
 }
