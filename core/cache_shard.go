@@ -35,13 +35,17 @@ type cacheShard struct {
 	counters shardLog // counter log; nil when in memory
 	// committed offsets of the two logs (in memory: equal to the next ones).
 	cacheCommitted, counterCommitted uint64
-	waiters                          fifo[cacheWaiter]
-	changes                          fifo[cache.Change] // copies, waiting for their commit
-	watchers                         map[uint64]*CacheWatcher
-	written                          uint64 // cache-log records since the last compaction
-	metrics                          *cacheMetrics
-	stats                            cache.Stats // as last reported to metrics
-	onCache, onCounter               func(first, last uint64, err error)
+	// replicated: a replica set is attached, so answers also wait for the two logs'
+	// quorum marks, cacheReleased and counterReleased (cache_release.go).
+	replicated                     bool
+	cacheReleased, counterReleased uint64
+	waiters                        fifo[cacheWaiter]
+	changes                        fifo[cache.Change] // copies, waiting for their commit
+	watchers                       map[uint64]*CacheWatcher
+	written                        uint64 // cache-log records since the last compaction
+	metrics                        *cacheMetrics
+	stats                          cache.Stats // as last reported to metrics
+	onCache, onCounter             func(first, last uint64, err error)
 	// promoting parks cache operations while a promoted shard rebuilds its state
 	// (replicate_promote.go).
 	promoting rebuildGate
@@ -227,7 +231,7 @@ func (cs *cacheShard) after(a cacheAnswerer) {
 }
 
 // settle delivers committed changes to their watchers and releases the
-// answers whose records are committed, in order.
+// answers whose records are committed (and, replicated, quorum-marked), in order.
 func (cs *cacheShard) settle() {
 	for cs.changes.len() > 0 && cs.changes.at(0).Offset < cs.cacheCommitted {
 		ch := cs.changes.pop()
@@ -235,9 +239,10 @@ func (cs *cacheShard) settle() {
 			cs.dropWatch(w, ErrSlowSubscriber)
 		}
 	}
+	cacheMark, counterMark := cs.answerMarks()
 	for cs.waiters.len() > 0 {
 		w := cs.waiters.at(0)
-		if w.cacheNeed > cs.cacheCommitted || w.counterNeed > cs.counterCommitted {
+		if w.cacheNeed > cacheMark || w.counterNeed > counterMark {
 			break
 		}
 		cs.waiters.pop().a.answer(nil)

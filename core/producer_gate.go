@@ -114,7 +114,8 @@ func (s *streamShard) dropHeldKeys(err error) {
 // ReleaseReplica moves the quorum mark of addr's log to offset (exclusive), the
 // replication leader's Tracker mark: the records log's is Engine.Release; the
 // producer-key log's settles the idempotent publishes whose key record lies below it
-// (producer_gate.go). The other logs gate nothing. Errors: ErrInvalid (another log, a
+// (producer_gate.go); a replicated cache's cache and counter logs' answer the cache writes
+// below both marks (cache_release.go). The group logs gate nothing. Errors: ErrInvalid (another log, a
 // log not gated: a Leader stream, or no replica set attached; past the committed
 // offset), replicaLogOf's, Release's, ErrOverloaded, ErrClosed.
 func (e *Engine) ReleaseReplica(addr LogAddr, offset uint64) error {
@@ -127,6 +128,10 @@ func (e *Engine) ReleaseReplica(addr LogAddr, offset uint64) error {
 	case proto.LogProducers:
 		return e.onReplicaLog(addr, func(r replicaLog, _ *placement, _ shardLog, _ *logOwner) error {
 			return r.stream.releaseKeys(offset)
+		})
+	case proto.LogCache, proto.LogCounters:
+		return e.onReplicaLog(addr, func(r replicaLog, _ *placement, _ shardLog, _ *logOwner) error {
+			return r.cache.release(addr.Log, offset) // cache_release.go
 		})
 	}
 	return fmt.Errorf("%w: %v gates nothing: it has no quorum mark", ErrInvalid, addr)

@@ -301,8 +301,10 @@ func (e *Engine) WhenDurable(addr LogAddr, offset uint64, fn func()) error {
 	})
 }
 
-// SetReplicated attaches (on) or detaches a replica set to shard ref of a Quorum stream
-// (docs/architecture.md, "Commit and release"): attached, its release mark waits for
+// SetReplicated attaches (on) or detaches a replica set to shard ref of a Quorum stream, or
+// of a durable cache (its answers then wait for ReleaseReplica's marks of its two logs:
+// cache_release.go; not kept across a reopen) (docs/architecture.md, "Commit and
+// release"): attached, its release mark waits for
 // Release (the replica set's quorum mark) instead of following the local commit;
 // detached, the mark moves to the committed offset at once and follows the commit again.
 // Attaching keeps the mark where it is and records it in the release-mark file, which
@@ -311,8 +313,11 @@ func (e *Engine) WhenDurable(addr LogAddr, offset uint64, fn func()) error {
 // ErrNotFound, ErrInvalid (not a stream shard, or not a Quorum stream), ErrNotHere,
 // ErrOverloaded, ErrClosed, a failed write of the file (wrapping ErrStorageFailed).
 func (e *Engine) SetReplicated(ref ShardRef, on bool) error {
+	if ref.Kind == ShardCache {
+		return e.setCacheReplicated(ref, on) // cache_release.go
+	}
 	if ref.Kind != ShardStream {
-		return fmt.Errorf("%w: replica set of %v: only stream shards have a release mark", ErrInvalid, ref)
+		return fmt.Errorf("%w: replica set of %v: no release mark", ErrInvalid, ref)
 	}
 	if on {
 		return e.attachReplicaSet(ref.Name, ref.Shard)
