@@ -299,8 +299,8 @@ func (f *fixture) killLeader(ctx context.Context, k int, p *producers) time.Dura
 		return ok && b.Leader != a.Leader
 	})
 	promoted := time.Since(t0)
-	if b.Generation != a.Generation+1 || !slices.Contains(a.Followers, b.Leader) || !slices.Contains(b.Followers, a.Leader) {
-		f.t.Fatalf("kill %d: assignment %+v after %+v: want a follower at generation %d with the old leader following", k, b, a, a.Generation+1)
+	if b.Generation <= a.Generation || !slices.Contains(a.Followers, b.Leader) || !slices.Contains(b.Followers, a.Leader) {
+		f.t.Fatalf("kill %d: assignment %+v after %+v: want a follower above generation %d with the old leader following", k, b, a, a.Generation)
 	}
 	var first time.Time
 	waitFor(f.t, 20*time.Second, "an acknowledged publish after kill "+strconv.Itoa(k), func() bool {
@@ -308,6 +308,13 @@ func (f *fixture) killLeader(ctx context.Context, k int, p *producers) time.Dura
 		return ok
 	})
 	took := first.Sub(t0)
+	// A promoted follower behind a fenced replica refuses to open and the replica ahead is
+	// promoted above it (docs/failover.md, "Fence rounds"): the assignment that serves is
+	// the current one.
+	if c, ok := f.assignment(ctx); ok && c.Generation != b.Generation {
+		f.t.Logf("kill %d: %s refused to open at %d; %s leads at %d", k, b.Leader, b.Generation, c.Leader, c.Generation)
+		b = c
+	}
 	f.t.Logf("kill %d: %s SIGKILLed at %s at generation %d; %s promoted at %d after %v; first ack after %v",
 		k, a.Leader, t0.Format("15:04:05.000"), a.Generation, b.Leader, b.Generation, promoted.Round(time.Millisecond),
 		took.Round(time.Millisecond))
