@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,7 @@ import (
 	"felix/cluster/meta"
 	"felix/cluster/meta/metaclient"
 	"felix/core"
+	"felix/seglog"
 )
 
 // brokerFleetFeatures are the fleet features this build implements and reports at
@@ -228,16 +230,75 @@ func (s *Server) stopControlPlane() {
 	_ = cp.client.Heartbeat(ctx, cp.heartbeat(true))
 }
 
-// registration is this broker's RegisterBroker (with the feed cursor, a field the control
-// plane ignores today).
+// registration is this broker's RegisterBroker with its feed cursor. Its generations are
+// the open shards' and, for the shards of the held catalog not open here, their ballot
+// files' (ballotGenerations), so that placement never issues a generation at or below
+// one this broker accepted, even after a control-plane restore.
 func (cp *controlPlane) registration() metaclient.Registration {
 	s := cp.s
 	id := s.storageID
 	client := cp.clientAddr()
+	gens := ballotGenerations(s.cfg.DataDir, s.catalog)
+	for k, g := range cp.generations() {
+		gens[k] = max(gens[k], g)
+	}
 	return metaclient.Registration{RegisterBroker: meta.RegisterBroker{NodeID: s.cfg.NodeID,
 		StorageID: hex.EncodeToString(id[:]), ClientAddr: client, InternalAddr: s.internal.pub.AdvertisedAddr,
-		Features: brokerFleetFeatures, Generations: cp.generations(), MaxLevel: meta.BuildMaxLevel},
+		Features: brokerFleetFeatures, Generations: gens, MaxLevel: meta.BuildMaxLevel},
 		FeedCursor: cp.cursor.Load()}
+}
+
+// ballotGenerations reads, for every stream and cache shard of cat, the ballot files of
+// its logs under root (seglog.ShardDir, the main log's and each companion's
+// seglog.BallotFileName; spec/storage-format.md §7) and gives the highest generation
+// accepted per shard, keyed as the control plane's shard keys. A shard without a readable
+// ballot is left out (a missing or damaged ballot decodes as none: it costs a fence, never
+// a record). Read once per registration, not per heartbeat.
+func ballotGenerations(root string, cat CatalogView) map[string]uint64 {
+	out := map[string]uint64{}
+	note := func(kind seglog.ShardKind, tenant, ns, name string, shards uint32) {
+		for sh := uint32(0); sh < shards; sh++ {
+			dir := seglog.ShardDir(root, seglog.ShardKey{Kind: kind, Tenant: tenant, Namespace: ns, Name: name, Shard: sh})
+			g, ok := readBallots(dir)
+			if !ok {
+				continue
+			}
+			k := "stream"
+			if kind == seglog.ShardCache {
+				k = "cache"
+			}
+			out[meta.ShardRef{Kind: k, TenantID: tenant, Namespace: ns, Name: name, Shard: sh}.Key()] = g
+		}
+	}
+	for _, t := range cat.Tenants() {
+		for _, ns := range cat.Namespaces(t.TenantID) {
+			for _, st := range cat.Streams(t.TenantID, ns.Namespace) {
+				note(seglog.ShardStream, st.TenantID, st.Namespace, st.Stream, st.Shards)
+			}
+			for _, c := range cat.Caches(t.TenantID, ns.Namespace) {
+				note(seglog.ShardCache, c.TenantID, c.Namespace, c.Cache, c.Shards)
+			}
+		}
+	}
+	return out
+}
+
+// readBallots gives the highest generation among the ballot files of the shard directory
+// dir and its companion logs' directories, and whether any was readable.
+func readBallots(dir string) (uint64, bool) {
+	var hi uint64
+	found := false
+	for _, d := range []string{dir, seglog.CompanionDir(dir, seglog.CompanionGroups), seglog.CompanionDir(dir, seglog.CompanionDeadLetters),
+		seglog.CompanionDir(dir, seglog.CompanionCounters), seglog.CompanionDir(dir, "producers")} {
+		data, err := os.ReadFile(filepath.Join(d, seglog.BallotFileName))
+		if err != nil {
+			continue
+		}
+		if b, ok := seglog.DecodeBallot(data); ok {
+			hi, found = max(hi, b.Generation), true
+		}
+	}
+	return hi, found
 }
 
 // clientAddr is FELIX_ADVERTISED_ADDR (else FELIX_QUIC_BIND) with a port 0 replaced by the
