@@ -214,7 +214,8 @@ func (r *rig) registered(ctx context.Context, brokers []*brokerProc) []brokerVie
 // TestControlPlaneREST (seed "Control-plane REST: additive, and the broker tolerates
 // absence"): old brokers against the new control plane and new brokers against the old one
 // register, follow the catalog, replicate a stream of replication factor 2, and their
-// heartbeats keep them live; neither direction fails.
+// heartbeats keep them live; a current leader's replica reports are taken by the old
+// control plane (no "replica report not delivered"); neither direction fails.
 func TestControlPlaneREST(t *testing.T) {
 	gate(t)
 	predates(t, "8423823", "leader reports (POST /v1/reports from the broker)")
@@ -230,6 +231,12 @@ func TestControlPlaneREST(t *testing.T) {
 			brokers := []*brokerProc{r.startClusterBroker(ctx, pick(c.brokers), 0, true),
 				r.startClusterBroker(ctx, pick(c.brokers), 1, true)}
 			views := r.registered(ctx, brokers)
+			// The create waits for the new-cluster finalize: a create naming no routing that is
+			// proposed before jump_hash_routing is enabled and applied after is refused 409
+			// entry_level ("a jump_hash stream needs an entry at metadata level 3; this one is at
+			// 1"; cluster/meta: CreateStream.levels reads the proposer's state, apply's normalize
+			// the applied one). Both builds have that race; it is not this surface's.
+			waitFor(t, 30*time.Second, "the new cluster's features finalized", func() bool { return len(r.enabled(ctx)) > 0 })
 			r.createStream(ctx, brokers[0], "orders", 2)
 			r.replicated(ctx, brokers, "orders", "rec", 3)
 			t.Logf("%s control plane, %s brokers: registered %+v; RF2 stream replicated", r.cp.built.name, brokers[0].built.name, views)
@@ -238,6 +245,10 @@ func TestControlPlaneREST(t *testing.T) {
 					t.Fatalf("%s exited: %s", b.name, b.proc.Tail())
 				}
 				logWarnings(t, b.name, b.proc.Tail())
+				// Seed: "the reports still land, minus the new information".
+				if line := lineWith(b.proc.Tail(), "replica report not delivered"); line != "" {
+					t.Fatalf("%s (%s) on a %s control plane: %s", b.name, b.built.name, r.cp.built.name, line)
+				}
 			}
 		})
 	}
