@@ -240,7 +240,7 @@ func settings() []setting {
 	a, b = integer(func(c *Config) *int { return &c.FsyncIntervalMS }, 1, 3600_000)
 	add("FELIX_DURABLE_FSYNC_INTERVAL_MS", "durable-fsync-interval-ms", "250", "periodic fsync interval (ms)", a, b)
 	a, b = integer(func(c *Config) *int64 { return &c.SegmentBytes }, 4096, 1<<40)
-	add("FELIX_DURABLE_SEGMENT_BYTES", "durable-segment-bytes", "268435456", "segment rollover size; each durable shard log reserves one segment on disk", a, b)
+	add("FELIX_DURABLE_SEGMENT_BYTES", "durable-segment-bytes", "268435456", "segment rollover size (a log reserves disk 8 MiB at a time ahead of its data, not a whole segment)", a, b)
 	a, b = integer(func(c *Config) *int64 { return &c.RetentionBytes }, 0, maxInt)
 	add("FELIX_DURABLE_RETENTION_BYTES", "durable-retention-bytes", "0", "drop the oldest sealed segments of a shard above this size (0 = off)", a, b)
 	a, b = integer(func(c *Config) *int64 { return &c.RetentionSeconds }, 0, maxInt/1e9)

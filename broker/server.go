@@ -44,6 +44,10 @@ type Server struct {
 	// stop under periodic/none), so a damaged tail is cut (core.Config.RepairDamagedTail).
 	newStorageID bool
 
+	// cleanIfStartFails: BeginRun marked this run "running" over a clean stop or a fresh
+	// dir; a start that fails after it puts the clean stop back (closeAll, issue 23 item 10).
+	cleanIfStartFails bool
+
 	storageID seglog.StorageID
 	// prevClean: the run-state said the previous run stopped cleanly (core.Config.PreviousRunClean).
 	prevClean bool
@@ -135,6 +139,7 @@ func (s *Server) open() error {
 	}
 	s.storageID = id
 	s.prevClean = last.Found && last.CleanStop
+	s.cleanIfStartFails = !last.Found || last.CleanStop
 	s.newStorageID = renewed // core.Config.RepairDamagedTail: the seed's torn-tail rule (issue 23)
 	if last.Found && !last.CleanStop {
 		logger.Warn("previous run did not stop cleanly", "data_dir", cfg.DataDir, "new_storage_id", renewed,
@@ -398,8 +403,16 @@ func (s *Server) closeAll() {
 		s.httpLn.Close()
 	}
 	s.stopShards()
+	engineErr := error(nil)
 	if s.engine != nil {
-		s.engine.Close(context.Background())
+		engineErr = s.engine.Close(context.Background())
+	}
+	// A start that failed after BeginRun served nothing: unless the previous run crashed
+	// (its recovery must run again), the next start must not be reported unclean.
+	if s.cleanIfStartFails && engineErr == nil {
+		if err := seglog.EndRun(seglog.OSFS{}, s.cfg.DataDir, s.storageID); err != nil {
+			s.log.Error("failed start: run-state left running", "err", err)
+		}
 	}
 	s.unlockDataDir()
 }

@@ -95,7 +95,7 @@ func startBroker(t *testing.T, dataDir string, env ...string) *brokerProc {
 	cmd.Env = append(os.Environ(),
 		"FELIX_QUIC_BIND=127.0.0.1:0", "FELIX_BROKER_METRICS_BIND=127.0.0.1:0",
 		"FELIX_DURABLE_STORAGE_DIR="+dataDir, "FELIX_READY_FILE="+ready, "FELIX_CORE_SHARDS=2",
-		// Small segments: every durable shard log preallocates one segment on disk.
+		// Small segments: quick rollovers (logs reserve disk 8 MiB at a time, not a segment).
 		"FELIX_DURABLE_SEGMENT_BYTES=1048576")
 	cmd.Env = append(cmd.Env, env...)
 	logs := &lockedBuffer{}

@@ -13,6 +13,9 @@ import (
 const (
 	maxShardCount = 4096 // --shards of stream/cache create: 1..4096 shards
 	maxShardIndex = 4095 // --shard: shards are numbered 0..4095
+	// maxRecordsPerPoll bounds group poll --max: a group's max records per poll is
+	// 1..10 000 (docs/groups.md, "Settings"), so a larger --max could never be honoured.
+	maxRecordsPerPoll = 10000
 )
 
 // checkRange refuses an integer flag value outside min..max as a usage error (exit 2)

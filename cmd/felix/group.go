@@ -61,7 +61,7 @@ command: --ack acknowledges the printed records, --nack returns them for redeliv
 --after). Without either, the leases expire after the group's lease time.`,
 		Args: nameArgs(2, 2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkRange("max", int64(max), 1, 65535); err != nil {
+			if err := checkRange("max", int64(max), 1, maxRecordsPerPoll); err != nil {
 				return err
 			}
 			if ack && nack {
@@ -101,7 +101,7 @@ command: --ack acknowledges the printed records, --nack returns them for redeliv
 		},
 	}
 	shardFlag(cmd, &shard)
-	cmd.Flags().IntVar(&max, "max", 10, "most records to lease (1..65535)")
+	cmd.Flags().IntVar(&max, "max", 10, fmt.Sprintf("most records to lease (1..%d; the group's max records per poll caps it)", maxRecordsPerPoll))
 	cmd.Flags().DurationVar(&wait, "wait", time.Second, "how long to wait for the first record")
 	cmd.Flags().BoolVar(&ack, "ack", false, "acknowledge the leased records")
 	cmd.Flags().BoolVar(&nack, "nack", false, "return the leased records for redelivery")
