@@ -96,7 +96,7 @@ func median(xs []float64) float64 {
 type ceilingJudge struct {
 	felix, ceil map[int]map[string]*Result
 	peers       map[string]*Result
-	lim         Limits
+	lims        []Limits // the disk limits of each round (index round-1; missing: round 1's)
 	rounds      int
 	rows        []CeilingRow
 }
@@ -117,9 +117,20 @@ func byRound(rs []Result) map[int]map[string]*Result {
 	return out
 }
 
+// lim is round's disk limits (round 1's when that round measured none).
+func (j *ceilingJudge) lim(round int) Limits {
+	if round >= 1 && round <= len(j.lims) && len(j.lims[round-1].Errors) == 0 {
+		return j.lims[round-1]
+	}
+	if len(j.lims) > 0 {
+		return j.lims[0]
+	}
+	return Limits{}
+}
+
 // add appends a row for Felix shape fs over ceiling cs (a ceiling run, or "" with
-// ceilingOf giving the value) in every round both have a figure.
-func (j *ceilingJudge) add(label, metric, fs, cs string, get, ceilingOf func(*Result) float64, inverse bool, peer string, peerGet func(*Result) float64) {
+// ceilingOf giving the value of a round) in every round both have a figure.
+func (j *ceilingJudge) add(label, metric, fs, cs string, get func(*Result) float64, ceilingOf func(int, *Result) float64, inverse bool, peer string, peerGet func(*Result) float64) {
 	row := CeilingRow{Label: label, Metric: metric, Ceiling: cs}
 	for r := 1; r <= j.rounds; r++ {
 		f, c := j.felix[r][fs], j.ceil[r][cs]
@@ -128,7 +139,7 @@ func (j *ceilingJudge) add(label, metric, fs, cs string, get, ceilingOf func(*Re
 		}
 		cv := 0.0
 		if ceilingOf != nil {
-			cv = ceilingOf(c)
+			cv = ceilingOf(r, c)
 		} else {
 			cv = get(c)
 		}
@@ -155,9 +166,10 @@ func (j *ceilingJudge) add(label, metric, fs, cs string, get, ceilingOf func(*Re
 	j.rows = append(j.rows, row)
 }
 
-// judgeCeilings builds the Felix ÷ ceiling rows and issue 22's targets. Pure.
-func judgeCeilings(felix, ceilings []Result, peers map[string]*Result, lim Limits, rounds int) ([]CeilingRow, []Target) {
-	j := &ceilingJudge{felix: byRound(felix), ceil: byRound(ceilings), peers: peers, lim: lim, rounds: max(rounds, 1)}
+// judgeCeilings builds the Felix ÷ ceiling rows and issue 22's targets; lims are the disk
+// limits of each round (lims[0]: the limits measured before the Felix rows). Pure.
+func judgeCeilings(felix, ceilings []Result, peers map[string]*Result, lims []Limits, rounds int) ([]CeilingRow, []Target) {
+	j := &ceilingJudge{felix: byRound(felix), ceil: byRound(ceilings), peers: peers, lims: lims, rounds: max(rounds, 1)}
 	mbs := func(r *Result) float64 { return r.BytesPerSec / 1e6 }
 	rps := func(r *Result) float64 { return r.RecordsPerSec }
 	p50 := func(r *Result) float64 { return us(r.Latency.P50) }
@@ -168,14 +180,16 @@ func judgeCeilings(felix, ceilings []Result, peers map[string]*Result, lim Limit
 	j.add("cache 256 B, 50 clients × 16 in flight", "ops/s", "cache-256-c50-p16", "quic-echo-c50-p16", rps, nil, false, "redis-c50-p16", rps)
 	j.add("pub/sub batch 1, 256 B (publish → delivery vs one round trip)", "p50 µs (ratio: ceiling ÷ Felix)", "pubsub-latency-256", "quic-rtt-256", p50, nil, true, "js-default-1pub-256", p50)
 	j.add("pub/sub batch 1, 256 B (publish → delivery vs one round trip)", "p99 µs (ratio: ceiling ÷ Felix)", "pubsub-latency-256", "quic-rtt-256", p99, nil, true, "js-default-1pub-256", p99)
-	floor := func(c *Result) float64 { return us(c.Latency.P50 + lim.SyncWriteP50) }
-	if lim.SyncWriteP50 > 0 {
-		j.add("durable 1 KiB, 8 sync publishers, on_commit vs the durable floor", "ack p50 µs (ratio: floor ÷ Felix)", "durable-1k-on_commit", "quic-rtt-1k", p50, floor, true, "", nil)
+	floor := func(r int, c *Result) float64 {
+		if w := j.lim(r).SyncWriteP50; w > 0 {
+			return us(c.Latency.P50 + w)
+		}
+		return 0
 	}
-	if gc := lim.GroupCommit1KiB(); gc > 0 {
-		j.add("durable 1 KiB, 8 batching publishers × 64 in flight, on_commit vs the group-commit limit", "records/s", "durable-1k-on_commit-b64", "",
-			rps, func(*Result) float64 { return gc }, false, "js-always-8pub-1k", rps)
-	}
+	j.add("durable 1 KiB, 8 sync publishers, on_commit vs the durable floor", "ack p50 µs (ratio: floor ÷ Felix)", "durable-1k-on_commit", "quic-rtt-1k", p50, floor, true, "", nil)
+	gc := func(r int, _ *Result) float64 { return j.lim(r).GroupCommit1KiB() }
+	j.add("durable 1 KiB, 8 batching publishers × 64 in flight, on_commit vs the group-commit limit", "records/s", "durable-1k-on_commit-b64", "",
+		rps, gc, false, "js-always-8pub-1k", rps)
 	return j.rows, j.targets()
 }
 
@@ -236,8 +250,8 @@ func (c *CompareReport) writeCeilings(b *strings.Builder) {
 	fmt.Fprintf(b, "\n## Felix ÷ QUIC ceiling (issue 22)\n\nThe ceilings are minimal quic-go programs with the broker's TLS 1.3 and QUIC settings "+
 		"(bench/ceilings), each run right after the Felix shape it bounds, in %d round(s). Ratio: Felix ÷ ceiling for rates, ceiling ÷ Felix for latencies, "+
 		"so 1 is at the ceiling; the median over the rounds, each round's in brackets. The durable floor is the 1 KiB round trip's p50 plus "+
-		"4 KiB write + fdatasync's p50 (%s, measured before the Felix rows); the group-commit limit is 64 KiB fdatasyncs/s × 64.\n\n",
-		max(c.Rounds, 1), FormatLatency(c.Limits.SyncWriteP50))
+		"4 KiB write + fdatasync's p50; the group-commit limit is 64 KiB fdatasyncs/s × 64; both measured before each round (%s).\n\n",
+		max(c.Rounds, 1), c.diskRounds())
 	b.WriteString("| shape | metric | Felix | ceiling | ceiling is | Felix vs ceiling | Felix vs peer | peer |\n| --- | --- | ---: | ---: | --- | ---: | ---: | --- |\n")
 	for _, r := range c.CeilingRows {
 		ceil := r.Ceiling
@@ -259,6 +273,15 @@ func (c *CompareReport) writeCeilings(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", t.Name, t.Want, t.Got, met)
 	}
+}
+
+// diskRounds lists each round's write + fdatasync p50 and group-commit limit.
+func (c *CompareReport) diskRounds() string {
+	var parts []string
+	for i, l := range append([]Limits{c.Limits}, c.DiskRounds...) {
+		parts = append(parts, fmt.Sprintf("round %d: %s, %s records/s", i+1, FormatLatency(l.SyncWriteP50), FormatRate(l.GroupCommit1KiB())))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // roundShapes are the Felix shapes repeated in rounds 2 and later: those a ceiling or the

@@ -14,7 +14,9 @@ import (
 // round sets r's round and returns it.
 func inRound(r *Result, round int) Result { r.Round = round; return *r }
 
-func TestJudgeCeilings(t *testing.T) {
+// ceilingFixture is three rounds of made-up Felix and ceiling figures, peers, and each
+// round's disk limits (round 2's not measured: round 1's apply).
+func ceilingFixture() ([]Result, []Result, map[string]*Result, Limits) {
 	felix := []Result{
 		inRound(res("felix", "pubsub-1k", KindPubSub, 200000, 200e6, 0, 0), 1),
 		inRound(res("felix", "pubsub-1k", KindPubSub, 100000, 100e6, 0, 0), 2),
@@ -22,6 +24,7 @@ func TestJudgeCeilings(t *testing.T) {
 		inRound(res("felix", "cache-256-c50", KindCache, 50000, 1, 0, 0), 1),
 		inRound(res("felix", "durable-1k-on_commit", KindDurable, 22000, 0, 400*time.Microsecond, 0), 1), // p50 200 µs
 		inRound(res("felix", "durable-1k-on_commit-b64", KindDurable, 170000, 0, 0, 0), 1),
+		inRound(res("felix", "durable-1k-on_commit-b64", KindDurable, 100000, 0, 0, 0), 3),
 	}
 	ceil := []Result{
 		inRound(res("quic-relay-1k", "pubsub-1k", KindPubSub, 250000, 250e6, 0, 0), 1),
@@ -35,7 +38,12 @@ func TestJudgeCeilings(t *testing.T) {
 		"js-always-8pub-1k": res("js", "x", KindDurable, 5000, 0, 0, 0),
 	}
 	lim := Limits{FdatasyncPerSec: 3125, SyncWriteP50: 100 * time.Microsecond} // group commit 200 k/s
-	rows, ts := judgeCeilings(felix, ceil, peers, lim, 3)
+	return felix, ceil, peers, lim
+}
+
+func TestJudgeCeilings(t *testing.T) {
+	felix, ceil, peers, lim := ceilingFixture()
+	rows, ts := judgeCeilings(felix, ceil, peers, []Limits{lim, {Errors: []string{"round 2 not measured"}}, {FdatasyncPerSec: 1562.5}}, 3)
 	byLabel := map[string]CeilingRow{}
 	for _, r := range rows {
 		byLabel[r.Label] = r
@@ -53,7 +61,8 @@ func TestJudgeCeilings(t *testing.T) {
 		t.Fatalf("floor row %+v", floor)
 	}
 	gc := byLabel["durable 1 KiB, 8 batching publishers × 64 in flight, on_commit vs the group-commit limit"]
-	if gc.Ratio != 0.85 || gc.PeerRatio != 34 {
+	// each round divides by its own disk: 170 k / 200 k in round 1, 100 k / 100 k in round 3
+	if len(gc.Ratios) != 2 || gc.Ratios[0] != 0.85 || gc.Ratios[1] != 1 || gc.Ratio != 0.925 || gc.PeerRatio != 34 {
 		t.Fatalf("group-commit row %+v", gc)
 	}
 	got := map[string]Target{}
@@ -70,14 +79,14 @@ func TestJudgeCeilings(t *testing.T) {
 	check("cache 256 B, 50 clients × 1 vs its QUIC ceiling", true, "0.83")
 	check("pub/sub 256 B vs its QUIC ceiling", false, "not measured")
 	check("durable 1 KiB, 8 sync publishers, on_commit", true, "p50 1.05 × the floor (200 µs vs 190 µs); 4.4 × JetStream")
-	check("durable 1 KiB, batching publishers, on_commit", true, "85.0 % of 200 k records/s; 34.0 × JetStream")
-	rep := &CompareReport{Rounds: 3, CeilingRows: rows, Targets22: ts, Limits: lim, Ceilings: ceil}
+	check("durable 1 KiB, batching publishers, on_commit", true, "92.5 % of 150 k records/s; 34.0 × JetStream")
+	rep := &CompareReport{Rounds: 3, CeilingRows: rows, Targets22: ts, Limits: lim, Ceilings: ceil, DiskRounds: []Limits{lim, lim}}
 	var md bytes.Buffer
 	if err := rep.WriteMarkdown(&md, "cmd", "", nil, ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"## Felix ÷ QUIC ceiling (issue 22)", "in 3 round(s)", "**0.80** (0.80, 0.50, 1.00)", "### Targets (issue 22)",
-		"## QUIC ceilings, every round", "| quic-rtt-1k |"} {
+		"## QUIC ceilings, every round", "| quic-rtt-1k |", "round 3: 100 µs, 200 k records/s"} {
 		if !strings.Contains(md.String(), want) {
 			t.Fatalf("report lacks %q:\n%s", want, md.String())
 		}

@@ -75,7 +75,9 @@ type CompareReport struct {
 	// (Result.Round), Ceilings every ceiling run of every round.
 	Rounds      int      `json:"rounds"`
 	FelixRounds []Result `json:"felix_rounds,omitempty"`
-	Ceilings    []Result `json:"ceilings,omitempty"`
+	// DiskRounds are the disk limits (MeasureDiskLimits) taken before rounds 2, 3, ...
+	DiskRounds []Limits `json:"disk_rounds,omitempty"`
+	Ceilings   []Result `json:"ceilings,omitempty"`
 	// CeilingRows are Felix ÷ its QUIC ceiling (or the durable floor, the group-commit
 	// limit) per round; Targets22 issue 22's acceptance judged on them.
 	CeilingRows []CeilingRow `json:"ceiling_rows,omitempty"`
@@ -145,7 +147,8 @@ func Compare(ctx context.Context, r *Runner, o CompareOptions, machine Machine) 
 		}
 	}
 	rep.Rows, rep.Targets = judge(felix, peers, rep.Limits)
-	rep.CeilingRows, rep.Targets22 = judgeCeilings(append(slices.Clone(rep.Felix), rep.FelixRounds...), rep.Ceilings, peers, rep.Limits, o.Rounds)
+	rep.CeilingRows, rep.Targets22 = judgeCeilings(append(slices.Clone(rep.Felix), rep.FelixRounds...), rep.Ceilings, peers,
+		append([]Limits{rep.Limits}, rep.DiskRounds...), o.Rounds)
 	rep.Elapsed = time.Since(t0)
 	return rep, nil
 }
@@ -171,6 +174,9 @@ func (rep *CompareReport) runFelix(ctx context.Context, r *Runner, st *compareSt
 		shapes := st.o.Shapes
 		if round > 1 {
 			shapes = roundShapes(shapes)
+			if st.o.LimitTime >= 0 {
+				rep.DiskRounds = append(rep.DiskRounds, MeasureDiskLimits(ctx, r.WorkDir, cmp.Or(st.o.LimitTime, time.Second)))
+			}
 		}
 		for _, name := range shapes {
 			if err := rep.runShape(ctx, r, st, name, round); err != nil {

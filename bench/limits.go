@@ -94,6 +94,21 @@ func MeasureLimits(ctx context.Context, dir string, d time.Duration) Limits {
 	return lim
 }
 
+// MeasureDiskLimits measures only the two write+fdatasync limits (FdatasyncPerSec,
+// SyncWriteP50), about d each: compare takes them again before each round after the
+// first, so the durable rows of a round divide by the disk of that round.
+func MeasureDiskLimits(ctx context.Context, dir string, d time.Duration) Limits {
+	lim := Limits{Dir: dir, Tmpfs: ring.IsTmpfs(dir)}
+	var err error
+	if lim.FdatasyncPerSec, err = measureFdatasync(ctx, dir, d); err != nil {
+		lim.Errors = append(lim.Errors, "write+fdatasync: "+err.Error())
+	}
+	if lim.SyncWriteP50, lim.SyncWriteDirect, err = measureSyncWrite(ctx, dir, d); err != nil {
+		lim.Errors = append(lim.Errors, "write+fdatasync latency: "+err.Error())
+	}
+	return lim
+}
+
 // fdatasyncChunk is the group commit measureFdatasync writes: 64 records of 1 KiB.
 const fdatasyncChunk = 64 << 10
 

@@ -24,6 +24,9 @@ func TestMeasureLimits(t *testing.T) {
 	if lim.GroupCommit1KiB() != 64*lim.FdatasyncPerSec {
 		t.Fatalf("group commit %v", lim.GroupCommit1KiB())
 	}
+	if d := MeasureDiskLimits(context.Background(), dir, 40*time.Millisecond); len(d.Errors) > 0 || d.FdatasyncPerSec <= 0 || d.SyncWriteP50 <= 0 {
+		t.Fatalf("disk limits: %+v", d)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if lim := MeasureLimits(ctx, dir, time.Second); lim.DiskBytesPerSec != 0 || lim.FdatasyncPerSec != 0 || lim.QUICEchoBytesPerSec != 0 || lim.SyncWriteP50 != 0 || len(lim.Errors) != 4 {
