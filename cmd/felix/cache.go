@@ -106,11 +106,14 @@ func (a *app) cachePut() *cobra.Command {
 }
 
 func (a *app) cacheGet() *cobra.Command {
-	return &cobra.Command{
-		Use:   "get CACHE KEY",
+	cmd := &cobra.Command{
+		Use:   "get CACHE KEY [--raw]",
 		Short: "Print a value (exit 3 when the key is absent or expired)",
 		Args:  nameArgs(2, 2, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.checkRaw(false); err != nil { // rawflag.go
+				return err
+			}
 			var (
 				value []byte
 				found bool
@@ -131,12 +134,14 @@ func (a *app) cacheGet() *cobra.Command {
 				return nil
 			}
 			a.stdout.Write(value)
-			if len(value) == 0 || value[len(value)-1] != '\n' {
+			if !a.raw && (len(value) == 0 || value[len(value)-1] != '\n') {
 				fmt.Fprintln(a.stdout)
 			}
 			return nil
 		},
 	}
+	a.rawFlag(cmd)
+	return cmd
 }
 
 // cacheDeleteKey is `felix cache delete-key CACHE KEY` (was `cache del`, too close to

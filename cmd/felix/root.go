@@ -52,6 +52,7 @@ type app struct {
 	insecureErr  error // FELIX_TLS_INSECURE is not a boolean (checked by dial unless --insecure is given)
 	jsonOut      bool
 	timeout      time.Duration
+	raw          bool // --raw of sub and cache get: payloads and values byte for byte (rawflag.go)
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) *app {

@@ -51,6 +51,10 @@ func (a *app) printRecord(shard uint32, offset *uint64, payload, publisher []byt
 		a.printJSON(recordJSON(shard, offset, payload, publisher, extra))
 		return
 	}
+	if a.raw { // --raw: the payload's bytes, nothing added (rawflag.go)
+		a.stdout.Write(payload)
+		return
+	}
 	if showOffsets {
 		if offset != nil {
 			fmt.Fprintf(a.stdout, "%d/%d ", shard, *offset)
@@ -90,6 +94,9 @@ By default every shard of the stream is read (the shard count comes from the adm
 --shard picks shards.`,
 		Args: nameArgs(1, 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.checkRaw(showOffsets); err != nil { // rawflag.go
+				return err
+			}
 			start, err := parseStart(from)
 			if err != nil {
 				return err
@@ -130,6 +137,7 @@ By default every shard of the stream is read (the shard count comes from the adm
 	f.BoolVar(&showOffsets, "offsets", false, "prefix each text line with shard/offset")
 	f.BoolVar(&noAck, "no-ack", false, "with --group: do not acknowledge the printed records")
 	f.DurationVar(&idle, "idle-exit", 0, "exit (0) after this long without a record (0 = never)")
+	a.rawFlag(cmd)
 	return cmd
 }
 
