@@ -34,3 +34,31 @@ func TestIdleExitCountsOnlyLiveTime(t *testing.T) {
 		t.Fatalf("live and silent for over %v: wait %v, want 0 (exit)", idle, got)
 	}
 }
+
+// Without --idle-exit, sub and cache watch still look at the connection every liveCheck:
+// a lost broker is one "reconnecting" line on stderr, its return one "resumed", and the
+// command never exits on its own (issue 23 item 10: a sub used to sit silent).
+func TestSubSaysWhenItIsReconnecting(t *testing.T) {
+	var stderr bytes.Buffer
+	live := true
+	w := &idleWait{a: &app{stderr: &stderr}, live: func() (bool, time.Time) { return live, time.Now().Add(-time.Hour) }}
+	if got := w.first(); got != liveCheck {
+		t.Fatalf("first wait %v, want %v", got, liveCheck)
+	}
+	if got := w.next(); got != liveCheck || stderr.Len() != 0 {
+		t.Fatalf("live and quiet: wait %v, stderr %q (want %v, nothing)", got, stderr.String(), liveCheck)
+	}
+	live = false
+	w.next()
+	if got := w.next(); got != liveCheck || strings.Count(stderr.String(), "reconnecting") != 1 {
+		t.Fatalf("disconnected: wait %v, stderr %q (want one reconnecting line)", got, stderr.String())
+	}
+	live = true
+	if got := w.next(); got != liveCheck || strings.Count(stderr.String(), "felix: resumed") != 1 {
+		t.Fatalf("back: wait %v, stderr %q", got, stderr.String())
+	}
+	w.seen() // a record after the resume says nothing more
+	if strings.Count(stderr.String(), "felix: resumed") != 1 {
+		t.Fatalf("stderr %q", stderr.String())
+	}
+}

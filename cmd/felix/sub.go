@@ -201,16 +201,38 @@ func (w *idleWait) next() time.Duration {
 	live, since := w.live()
 	if !live {
 		if !w.warned {
-			fmt.Fprintf(w.a.stderr, "felix: connection to the broker lost; resuming (--idle-exit does not count while disconnected)\n")
+			fmt.Fprintf(w.a.stderr, "felix: connection to the broker lost; reconnecting (--idle-exit does not count while disconnected)\n")
 			w.warned = true
 		}
-		return w.idle
+		return w.first()
 	}
+	w.seen()
+	if w.idle <= 0 {
+		return liveCheck // no --idle-exit: never exit, keep watching the connection
+	}
+	return max(0, w.idle-time.Since(since))
+}
+
+// liveCheck is how often, without --idle-exit, sub and cache watch look at their
+// connection while no record arrives, so that a lost broker is reported ("reconnecting")
+// rather than looking like a quiet stream (issue 23 item 10).
+const liveCheck = time.Second
+
+// first is the wait for a record: --idle-exit, or liveCheck without it.
+func (w *idleWait) first() time.Duration {
+	if w.idle <= 0 {
+		return liveCheck
+	}
+	return w.idle
+}
+
+// seen notes that the subscription is live again (a record arrived, or live() says so):
+// after a "reconnecting" warning it prints "felix: resumed" once.
+func (w *idleWait) seen() {
 	if w.warned {
 		fmt.Fprintf(w.a.stderr, "felix: resumed\n")
 		w.warned = false
 	}
-	return max(0, w.idle-time.Since(since))
 }
 
 func (a *app) subscribe(ctx context.Context, c *client.Client, stream string, start client.Start, shards []uint32, count int64, showOffsets bool, idle time.Duration) error {
@@ -222,7 +244,7 @@ func (a *app) subscribe(ctx context.Context, c *client.Client, stream string, st
 	}
 	defer sub.Close()
 	iw := &idleWait{a: a, idle: idle, live: sub.Live}
-	for n, wait := int64(0), idle; count == 0 || n < count; {
+	for n, wait := int64(0), iw.first(); count == 0 || n < count; {
 		nctx, cancel := nextCtx(ctx, wait)
 		rec, err := sub.Next(nctx)
 		cancel()
@@ -237,7 +259,8 @@ func (a *app) subscribe(ctx context.Context, c *client.Client, stream string, st
 		case err != nil:
 			return fmt.Errorf("subscription to %s: %w", stream, classify(err))
 		}
-		n, wait = n+1, idle
+		n, wait = n+1, iw.first()
+		iw.seen()
 		var off *uint64
 		if rec.HasOffset {
 			off = &rec.Offset
