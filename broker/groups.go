@@ -7,6 +7,7 @@ import (
 	"felix/auth"
 	"felix/core"
 	"felix/core/groups"
+	"felix/netq"
 	"felix/proto"
 )
 
@@ -24,7 +25,9 @@ func (s *session) maxGroupWait() time.Duration {
 // naming them; the other offsets of the call were applied.
 
 // handleGroupPoll leases up to max_records records to the connection's consumer, parked
-// up to max_wait_ms (maxGroupWait) when none is ready, and answers group_records.
+// up to max_wait_ms (maxGroupWait) when none is ready, and answers group_records: a binary
+// frame (proto.FlagBinaryGroupRecords) when the poll asked with binary_records, else JSON
+// (docs/client-protocol.md D19).
 func (s *session) handleGroupPoll(m *proto.GroupPoll) {
 	if !s.groupAllowed(m.TenantID, m.Namespace, m.Stream, m.RequestID) || s.groupRedirected(m.TenantID, m.Namespace, m.Stream, m.Shard, m.RequestID) {
 		return
@@ -33,7 +36,7 @@ func (s *session) handleGroupPoll(m *proto.GroupPoll) {
 	wait := min(time.Duration(m.MaxWaitMs)*time.Millisecond, s.maxGroupWait())
 	req := core.GroupPollRequest{Stream: streamName(m.TenantID, m.Namespace, m.Stream), Shard: int(m.Shard),
 		Group: m.Group, Consumer: s.h.consumer, MaxRecords: max(int(m.MaxRecords), 1), MaxWait: wait,
-		MaxBytes: groupAnswerBytes(s.h.s.cfg.MaxFrameBytes, max(int(m.MaxRecords), 1))}
+		MaxBytes: groupAnswerBytes(s.h.s.cfg.MaxFrameBytes, max(int(m.MaxRecords), 1), m.BinaryRecords)}
 	s.groupCall(id, func() error {
 		return s.svc.GroupPoll(req, func(recs []core.GroupRecord, err error) {
 			defer s.opDone()
@@ -44,6 +47,10 @@ func (s *session) handleGroupPoll(m *proto.GroupPoll) {
 			out := &proto.GroupRecords{RequestID: id, Group: m.Group, Shard: m.Shard, Records: make([]proto.GroupRecord, len(recs))}
 			for i, r := range recs {
 				out.Records[i] = proto.GroupRecord{Offset: r.Offset, Payload: r.Payload, Delivery: r.Delivery}
+			}
+			if m.BinaryRecords {
+				s.sendFrame(func(dst []byte) []byte { return proto.AppendGroupRecordsFrame(dst, out) })
+				return
 			}
 			s.send(out)
 		})
@@ -125,14 +132,34 @@ func (s *session) handleDeadLettersRedrive(m *proto.DeadLettersRedrive) {
 }
 
 // groupAnswerBytes is the payload bytes one group_records answer may carry so that
-// its frame stays within maxFrame (FELIX_MAX_FRAME_BYTES): payloads travel in base64
+// its frame stays within maxFrame (FELIX_MAX_FRAME_BYTES). JSON: payloads travel in base64
 // (4 bytes per 3), each record takes at most groupRecordJSONBytes besides, and the
-// envelope (group name escaped) at most groupEnvelopeBytes. A larger answer would be
-// refused by the client and lost each time its records are redelivered (docs/soak.md,
-// finding 5). At least 1: the first record is always handed out.
-func groupAnswerBytes(maxFrame uint32, maxRecords int) int {
-	room := int64(maxFrame) - groupEnvelopeBytes - int64(min(maxRecords, 1<<16))*groupRecordJSONBytes
+// envelope (group name escaped) at most groupEnvelopeBytes. Binary (D19): payloads as
+// they are, proto.GroupRecordBytes per record and proto.GroupRecordsEnvelope besides (no
+// publisher is sent). A larger answer would be refused by the client and lost each time
+// its records are redelivered (docs/soak.md, finding 5). At least 1: the first record is
+// always handed out.
+func groupAnswerBytes(maxFrame uint32, maxRecords int, binary bool) int {
+	n := int64(min(maxRecords, 1<<16))
+	if binary {
+		return int(max(int64(maxFrame)-proto.GroupRecordsEnvelope-n*proto.GroupRecordBytes, 1))
+	}
+	room := int64(maxFrame) - groupEnvelopeBytes - n*groupRecordJSONBytes
 	return int(max(room/4*3, 1))
+}
+
+// sendFrame queues one whole frame built by appendFrame, under the same bound as send.
+func (s *session) sendFrame(appendFrame func(dst []byte) []byte) {
+	if s.w == nil {
+		return
+	}
+	if err := s.w.Append(appendFrame); errors.Is(err, netq.ErrWriterFull) {
+		s.h.s.m.protocolErrors.Inc()
+		s.in.CancelRead(netq.CodeSlowConsumer)
+		if s.out != nil {
+			s.out.CancelWrite(netq.CodeSlowConsumer)
+		}
+	}
 }
 
 const (

@@ -51,7 +51,9 @@ type DeadLetter struct {
 
 // Poll leases up to max records (1..65535) of stream shard to group, waiting up to wait
 // (rounded to milliseconds) for the first one. An empty result is not an error. Never
-// re-sent after an indeterminate outcome.
+// re-sent after an indeterminate outcome. It asks for the binary answer (payloads as they
+// are, so a record up to the frame limit arrives; docs/client-protocol.md D19) and reads
+// the JSON one an older broker sends.
 func (c *Client) Poll(ctx context.Context, stream string, shard uint32, group string, max int, wait time.Duration, opts ...GroupPollOptions) ([]GroupRecord, error) {
 	if max < 1 || max > 65535 || wait < 0 {
 		return nil, fmt.Errorf("%w: poll max %d wait %v", ErrInvalidArgument, max, wait)
@@ -68,7 +70,8 @@ func (c *Client) Poll(ctx context.Context, stream string, shard uint32, group st
 	}
 	m, err := c.groupRoundTrip(ctx, stream, shard, false, func(id uint64) proto.Message {
 		return &proto.GroupPoll{TenantID: c.cfg.tenant, Namespace: c.cfg.namespace, Stream: stream, Shard: shard, Group: group,
-			MaxRecords: uint32(max), MaxWaitMs: uint64(wait / time.Millisecond), WithPublisher: withPub, RequestID: id}
+			MaxRecords: uint32(max), MaxWaitMs: uint64(wait / time.Millisecond), WithPublisher: withPub,
+			BinaryRecords: true, RequestID: id} // a binary answer: payloads without base64 (D19)
 	})
 	if err != nil {
 		return nil, err

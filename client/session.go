@@ -187,8 +187,8 @@ func (s *session) readLoop(fr *frameReader) {
 	}
 }
 
-// decodeAnswer decodes one frame of a request stream: a JSON answer or a binary publish
-// ack (spec §5.3). ok=false: the answer carries no request id. Errors wrap ErrProtocol.
+// decodeAnswer decodes one frame of a request stream: a JSON answer, a binary publish
+// ack (spec §5.3) or a binary group_records (docs/client-protocol.md D19). ok=false: the answer carries no request id. Errors wrap ErrProtocol.
 // ack is scratch space reused across frames.
 func decodeAnswer(hdr proto.Header, body []byte, ack *proto.PublishAck) (r reply, id uint64, ok bool, err error) {
 	switch hdr.Flags {
@@ -202,6 +202,12 @@ func decodeAnswer(hdr proto.Header, body []byte, ack *proto.PublishAck) (r reply
 		}
 		r.ack.Message = nil
 		return r, ack.RequestID, true, nil
+	case proto.FlagBinaryGroupRecords: // the answer to a group_poll with binary_records (D19)
+		gr := new(proto.GroupRecords)
+		if err := proto.DecodeGroupRecords(body, gr); err != nil {
+			return reply{}, 0, false, fmt.Errorf("%w: %v", ErrProtocol, err)
+		}
+		return reply{msg: gr}, gr.RequestID, true, nil
 	case 0:
 		m, err := proto.DecodeMessage(body)
 		if err != nil {

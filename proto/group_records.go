@@ -3,7 +3,7 @@ package proto
 import "unicode/utf8"
 
 // FlagBinaryGroupRecords (0x8000, B→C) is the binary group_records answer
-// (docs/client-protocol.md, D27; issue 23 item 12): sent only in answer to a
+// (docs/client-protocol.md, D19; issue 23 item 12): sent only in answer to a
 // group_poll that carried "binary_records": true, so a client that never asks
 // keeps getting the JSON group_records. Body, big-endian:
 //
