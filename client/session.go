@@ -188,7 +188,8 @@ func (s *session) readLoop(fr *frameReader) {
 }
 
 // decodeAnswer decodes one frame of a request stream: a JSON answer, a binary publish
-// ack (spec §5.3) or a binary group_records (docs/client-protocol.md D19). ok=false: the answer carries no request id. Errors wrap ErrProtocol.
+// ack (spec §5.3) or a binary group_records (docs/client-protocol.md D19). ok=false: the
+// answer carries no request id. Errors wrap ErrProtocol.
 // ack is scratch space reused across frames.
 func decodeAnswer(hdr proto.Header, body []byte, ack *proto.PublishAck) (r reply, id uint64, ok bool, err error) {
 	switch hdr.Flags {
