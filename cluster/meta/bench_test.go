@@ -48,8 +48,10 @@ func benchFSM(b *testing.B, streams int) *FSM {
 	apply(&CreateTenant{TenantID: "t"})
 	apply(&CreateNamespace{TenantID: "t", Namespace: "ns"})
 	for i := 1; i <= 3; i++ {
-		apply(&RegisterBroker{NodeID: fmt.Sprintf("b%d", i), ClientAddr: "c", InternalAddr: "i", MaxLevel: BuildMaxLevel, AtMs: 1000})
+		apply(&RegisterBroker{NodeID: fmt.Sprintf("b%d", i), ClientAddr: "c", InternalAddr: "i", MaxLevel: BuildMaxLevel,
+			Features: []string{FeatureStreamIncarnations}, AtMs: 1000})
 	}
+	apply(&FinalizeFeature{Feature: FeatureStreamIncarnations, AtMs: 1000}) // a deleted name may be created again
 	for s := 0; s < streams; s++ {
 		name := fmt.Sprintf("s%05d", s)
 		apply(&CreateStream{TenantID: "t", Namespace: "ns", Stream: name, Shards: 8, ReplicationFactor: 3, Durable: true, AtMs: 1000})

@@ -114,7 +114,7 @@ func compareStrings(a, b string) int {
 // placementLoad counts the existing assignments per broker.
 func (s *State) placementLoad() map[string]Load {
 	load := map[string]Load{}
-	for _, a := range s.assignments.values() {
+	s.assignments.each(func(a Assignment) bool {
 		l := load[a.Leader]
 		l.Leaders++
 		l.Replicas++
@@ -124,7 +124,8 @@ func (s *State) placementLoad() map[string]Load {
 			lf.Replicas++
 			load[f] = lf
 		}
-	}
+		return true
+	}, "id")
 	return load
 }
 

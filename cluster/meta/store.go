@@ -178,18 +178,24 @@ func (t table[V]) del(k string) {
 	t.st.fail(err)
 }
 
-func (t table[V]) scan(index string, args ...any) []V {
+// each calls fn with every row of index's lookup (args), in key order,
+// until fn returns false; fn must not write the table.
+func (t table[V]) each(fn func(V) bool, index string, args ...any) {
 	it, err := t.st.read().Get(t.name, index, args...)
 	if err != nil {
 		t.st.fail(err)
-		return nil
+		return
 	}
-	var out []V
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		if v, ok := raw.(V); ok {
-			out = append(out, v)
+		if v, ok := raw.(V); ok && !fn(v) {
+			return
 		}
 	}
+}
+
+func (t table[V]) scan(index string, args ...any) []V {
+	var out []V
+	t.each(func(v V) bool { out = append(out, v); return true }, index, args...)
 	return out
 }
 
