@@ -216,7 +216,8 @@ func measureQUICEcho(ctx context.Context, d time.Duration) (float64, error) {
 	}
 	var echoed atomic.Int64
 	readErr := make(chan error, 1)
-	go func() { readErr <- countInto(s, &echoed) }()
+	first := make(chan struct{})
+	go func() { readErr <- countInto(s, &echoed, first) }()
 	go func() {
 		chunk := make([]byte, 64<<10)
 		for ctx.Err() == nil {
@@ -225,6 +226,13 @@ func measureQUICEcho(ctx context.Context, d time.Duration) (float64, error) {
 			}
 		}
 	}()
+	select { // the warm-up starts once bytes come back (a loaded machine can take longer than d)
+	case <-first:
+	case err := <-readErr:
+		return 0, fmt.Errorf("echo stream ended before any byte came back: %w", err)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
 	return windowRate(ctx, &echoed, d/4, d, readErr)
 }
 
@@ -243,20 +251,22 @@ func echoOne(ctx context.Context, l *netq.Listener) {
 	s.Close()
 }
 
-// countInto reads r until it fails, adding every byte to n.
-func countInto(r io.Reader, n *atomic.Int64) error {
+// countInto reads r until it fails, adding every byte to n; first is closed at the first byte.
+func countInto(r io.Reader, n *atomic.Int64, first chan<- struct{}) error {
 	buf := make([]byte, 64<<10)
 	for {
 		k, err := r.Read(buf)
-		n.Add(int64(k))
+		if k > 0 && n.Add(int64(k)) == int64(k) {
+			close(first)
+		}
 		if err != nil {
 			return err
 		}
 	}
 }
 
-// windowRate returns the growth of n per second over d, after warm; a read that ends
-// before the window does is an error.
+// windowRate returns the growth of n per second over d, after warm (the window grows by
+// d until n grew at all); a read that ends before the window does is an error.
 func windowRate(ctx context.Context, n *atomic.Int64, warm, d time.Duration, readErr <-chan error) (float64, error) {
 	sample := func(after time.Duration) (int64, time.Time, error) {
 		select {
@@ -273,6 +283,9 @@ func windowRate(ctx context.Context, n *atomic.Int64, warm, d time.Duration, rea
 		return 0, err
 	}
 	n1, t1, err := sample(d)
+	for err == nil && n1 == n0 { // a stall longer than the window (a loaded machine): widen it
+		n1, t1, err = sample(d)
+	}
 	if err != nil {
 		return 0, err
 	}
