@@ -24,6 +24,12 @@ func (a *app) confirmDelete(kind, name string, yes bool) error {
 		return nil
 	}
 	fmt.Fprintf(a.stderr, "Delete %s %s/%s/%s and all its data? Type its name to confirm (or pass --yes): ", kind, a.tenant, a.namespace, name)
+	return a.readConfirmation(kind, name)
+}
+
+// readConfirmation reads one line from stdin: nil when it is exactly name, else the usage
+// error of confirmDelete.
+func (a *app) readConfirmation(kind, name string) error {
 	line, err := bufio.NewReader(a.stdin).ReadString('\n')
 	if strings.TrimRight(line, "\r\n") == name {
 		return nil

@@ -147,6 +147,8 @@ func (a *app) rootCommand() *cobra.Command {
 		a.devCommand(),
 		a.clusterCommand(),
 		a.versionCommand(),
+		a.tenantCommand(),    // tenantcmd.go
+		a.namespaceCommand(), // namespacecmd.go
 	)
 	return root
 }
