@@ -312,6 +312,9 @@ func fastValueField(t *fastTok, shape fastShape, v *fastValues) int {
 // decodeMessageFast is DecodeMessage's fast path (see the top of this file); ok is false
 // when the body must go through the slow path. body is valid UTF-8.
 func decodeMessageFast(body []byte) (m Message, ok bool) {
+	if m, ok, tried := decodeGroupFast(body); tried { // msgfast_group.go
+		return m, ok
+	}
 	var f fastFields
 	if !f.scan(body) {
 		return nil, false
