@@ -279,7 +279,7 @@ func (r *replication) plan(ctx context.Context) {
 	r.mu.Unlock()
 	for _, l := range stop {
 		l.halt()
-		if l.quorum && l.addr.Log == proto.LogStream && !leading[l.ref] {
+		if l.quorum && attachesReplicaSet(l.addr.Log) && !leading[l.ref] {
 			// Still leading, without a replica set now: release at commit. A shard still led
 			// with one (a new generation, a round not open yet) stays attached.
 			_ = s.engine.SetReplicated(l.ref, false)

@@ -62,7 +62,7 @@ type leaderShard struct {
 func (r *replication) startLeader(parent context.Context, addr core.LogAddr, w leaderWant) (*leaderShard, error) {
 	s := r.srv
 	ref := addr.Ref()
-	if w.quorum && addr.Log == proto.LogStream {
+	if w.quorum && attachesReplicaSet(addr.Log) {
 		if err := s.engine.SetReplicated(ref, true); err != nil {
 			return nil, err
 		}

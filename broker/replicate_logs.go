@@ -5,10 +5,10 @@ package broker
 // shipper goroutine per (follower, log) (replicate_leader.go), one follower handler for
 // every Replicate* kind (replicate_follower.go), the decider per log. A stream shard
 // ships its records, producer keys, group cursors and dead letters; a cache shard its
-// cache and counter records. Only the records and the producer keys of a Quorum stream
-// gate anything: their quorum marks are what an acknowledgement waits for
-// (core.Engine.ReleaseReplica); the group, dead-letter, cache and counter logs ride the
-// replica set at the shard's generation and never gate records.
+// cache and counter records. The records and the producer keys of a Quorum stream, and
+// the cache and counter logs of a durable cache, gate their answers: their quorum marks are
+// what an acknowledgement waits for (core.Engine.ReleaseReplica); the group and dead-letter
+// logs ride the replica set at the shard's generation and never gate records.
 
 import (
 	"felix/core"
@@ -46,7 +46,7 @@ func shardLogs(k core.ShardKind) []proto.ReplicaLog {
 // gatesRelease reports whether log l's quorum mark gates a Quorum stream's
 // acknowledgements: the records and the producer keys.
 func gatesRelease(l proto.ReplicaLog) bool {
-	return l == proto.LogStream || l == proto.LogProducers
+	return l == proto.LogStream || l == proto.LogProducers || l == proto.LogCache || l == proto.LogCounters
 }
 
 // logAddr is log l of shard ref (incarnation 0).
@@ -68,7 +68,8 @@ func replicaStreamsOf(l proto.ReplicaLog) uint32 {
 }
 
 // shardDurability says, for the plan, whether a shard this node leads is durable (only
-// durable shards replicate) and whether it is a Quorum stream. Caches are looked up once
+// durable shards replicate) and whether its answers wait for quorum marks (a Quorum stream,
+// a durable cache). Caches are looked up once
 // per plan (durableCaches).
 type shardDurability struct {
 	srv    *Server
@@ -91,5 +92,11 @@ func (d *shardDurability) of(ref core.ShardRef) (durable, quorum, ok bool) {
 		}
 	}
 	durable, ok = d.caches[core.CacheName{Tenant: ref.Name.Tenant, Namespace: ref.Name.Namespace, Cache: ref.Name.Stream}]
-	return durable, false, ok
+	return durable, durable, ok // a replicated durable cache answers at its quorum marks (core/cache_release.go)
 }
+
+// attachesReplicaSet reports whether log l's shipper attaches and detaches its shard's
+// replica set in the engine (core.Engine.SetReplicated): the records log of a Quorum stream
+// shard, the cache log of a durable cache shard (whose answers then wait for both its logs'
+// quorum marks).
+func attachesReplicaSet(l proto.ReplicaLog) bool { return l == proto.LogStream || l == proto.LogCache }

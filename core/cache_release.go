@@ -58,3 +58,15 @@ func (e *Engine) setCacheReplicated(ref ShardRef, on bool) error {
 		return nil
 	})
 }
+
+// releasedMark is log's release mark for ReplicaState: the answered-up-to offset while a
+// replica set is attached (the shipper's tracker starts from it), else the commit.
+func (cs *cacheShard) releasedMark(log proto.ReplicaLog, committed uint64) uint64 {
+	if !cs.replicated {
+		return committed
+	}
+	if log == proto.LogCounters {
+		return min(committed, cs.counterReleased)
+	}
+	return min(committed, cs.cacheReleased)
+}

@@ -138,6 +138,9 @@ func (r replicaLog) state(p *placement, l shardLog) ReplicaState {
 	st := ReplicaState{Role: p.role, Generation: p.generation, Earliest: l.EarliestOffset(), Tail: l.NextOffset(),
 		Committed: l.CommittedOffset(), Durable: l.DurableOffset(), Epochs: l.Epochs()}
 	st.Released = st.Committed
+	if cs := r.cache; cs != nil {
+		st.Released = cs.releasedMark(r.addr.Log, st.Committed) // cache_release.go
+	}
 	if s := r.stream; s != nil {
 		st.Replicated = s.hasReplicaSet
 		switch r.addr.Log {
