@@ -3,8 +3,8 @@ package proto
 import "bytes"
 
 // The fast path of DecodeMessage for the two consumer-group requests a broker reads on
-// every poll and ack (group_poll, group_ack; issue 23 item 12: off encoding/json on the
-// hot path). As for the cache messages (msgfast.go) it takes only the plain form the
+// every poll and ack (group_poll, group_ack) and the group_ok a client reads for each ack
+// (issue 23 item 12: off encoding/json on the hot path). As for the cache messages (msgfast.go) it takes only the plain form the
 // encoders here write: "type" first, one flat object, no escapes, each key exactly a
 // field's name at most once, unsigned integers without fraction or exponent that fit
 // their field, true/false, offsets as a flat array of such integers, every required
@@ -14,6 +14,7 @@ import "bytes"
 var (
 	groupPollPrefix = []byte(`{"type":"group_poll"`)
 	groupAckPrefix  = []byte(`{"type":"group_ack"`)
+	groupOKPrefix   = []byte(`{"type":"group_ok"`)
 )
 
 // Bits of the group fields seen.
@@ -29,10 +30,12 @@ const (
 	gfBinary
 	gfOffsets
 	gfRequestID
+	gfCount
 	gfTarget   = gfTenant | gfNamespace | gfStream | gfShard | gfGroup | gfRequestID
 	gfPollNeed = gfTarget | gfMaxRecords | gfMaxWait
 	gfPollAll  = gfPollNeed | gfWithPublisher | gfBinary
 	gfAckNeed  = gfTarget | gfOffsets
+	gfOKAll    = gfRequestID | gfCount
 )
 
 // groupFast holds the fields read.
@@ -42,6 +45,7 @@ type groupFast struct {
 	maxWait, requestID               uint64
 	withPublisher, binary            bool
 	offsets                          []uint64
+	count                            *uint64
 }
 
 // decodeGroupFast decodes a plain group_poll or group_ack; tried is false when body is
@@ -53,6 +57,8 @@ func decodeGroupFast(body []byte) (m Message, ok, tried bool) {
 		need, allow, body = gfPollNeed, gfPollAll, body[len(groupPollPrefix):]
 	case bytes.HasPrefix(body, groupAckPrefix):
 		need, allow, body = gfAckNeed, gfAckNeed, body[len(groupAckPrefix):]
+	case bytes.HasPrefix(body, groupOKPrefix):
+		need, allow, body = gfRequestID, gfOKAll, body[len(groupOKPrefix):]
 	default:
 		return nil, false, false
 	}
@@ -61,7 +67,10 @@ func decodeGroupFast(body []byte) (m Message, ok, tried bool) {
 	if !ok || seen&need != need {
 		return nil, false, true
 	}
-	if allow == gfAckNeed {
+	switch allow {
+	case gfOKAll:
+		return &GroupOK{RequestID: g.requestID, Count: g.count}, true, true
+	case gfAckNeed:
 		return &GroupAck{TenantID: g.tenant, Namespace: g.namespace, Stream: g.stream, Shard: g.shard, Group: g.group,
 			Offsets: g.offsets, RequestID: g.requestID}, true, true
 	}
@@ -129,6 +138,13 @@ func (g *groupFast) field(key string, body []byte, i int) (int, int) {
 		return fastBool(body, i, &g.binary, gfBinary)
 	case "offsets":
 		return g.fastOffsets(body, i)
+	case "count":
+		var v uint64
+		bit, next := fastU64(body, i, &v, gfCount)
+		if bit > 0 {
+			g.count = &v
+		}
+		return bit, next
 	}
 	return 0, i
 }

@@ -13,6 +13,8 @@ func groupFastSeeds() [][]byte {
 			WithPublisher: true, BinaryRecords: true, RequestID: 1<<64 - 1},
 		&GroupAck{TenantID: "t", Namespace: "n", Stream: "s", Group: "g", Offsets: []uint64{0, 1, 1<<64 - 1}, RequestID: 1},
 		&GroupAck{TenantID: "t", Namespace: "n", Stream: "s", Group: "g", Offsets: []uint64{}, RequestID: 2},
+		&GroupOK{RequestID: 3},
+		&GroupOK{RequestID: 4, Count: new(uint64)},
 	}
 	var out [][]byte
 	for _, m := range msgs {
@@ -36,13 +38,13 @@ func TestGroupFastPath(t *testing.T) {
 		if !tried {
 			t.Fatalf("seed %d not tried", i)
 		}
-		if i < 4 && !ok {
+		if i < 6 && !ok {
 			t.Fatalf("seed %d: an encoder's output missed the fast path: %s", i, body)
 		}
 		if ok && (serr != nil || !reflect.DeepEqual(fast, slow)) {
 			t.Fatalf("seed %d: fast %#v, slow %#v (%v)", i, fast, slow, serr)
 		}
-		if i >= 4 && i != 5 && ok {
+		if i >= 6 && i != 7 && ok {
 			t.Fatalf("seed %d taken by the fast path: %s", i, body)
 		}
 		got, err := DecodeMessage(body)
