@@ -41,7 +41,13 @@ func BenchmarkInterleaved(b *testing.B) {
 		{FsyncPeriodic, 1024, 64, 8, buffered, "buffered"},
 	} {
 		name := fmt.Sprintf("%s/%s/%dB/batch%d/conc%d", c.group, c.mode, c.size, c.batch, c.conc)
-		b.Run(name, func(b *testing.B) { runPhased(b, c.mode, c.size, c.batch, c.conc, c.choices) })
+		b.Run(name, func(b *testing.B) { runPhased(b, Options{FsyncMode: c.mode}, c.size, c.batch, c.conc, c.choices) })
+	}
+	for _, c := range []struct{ size, batch, conc int }{{128, 1, 1}, {128, 16, 8}} {
+		name := fmt.Sprintf("commit/on_commit/%dB/batch%d/conc%d/prezero8M", c.size, c.batch, c.conc)
+		b.Run(name, func(b *testing.B) {
+			runPhased(b, Options{FsyncMode: FsyncOnCommit, PrezeroBytes: 8 << 20}, c.size, c.batch, c.conc, commit)
+		})
 	}
 }
 
@@ -53,7 +59,7 @@ type choice struct {
 
 const phaseAppends = 64
 
-func runPhased(b *testing.B, mode FsyncMode, size, batch, conc int, choices []choice) {
+func runPhased(b *testing.B, opts Options, size, batch, conc int, choices []choice) {
 	defer func(c int, v bool, m int) {
 		commitStyle, bufferedViaRing, bufferedRingMinBytes = c, v, m
 	}(commitStyle, bufferedViaRing, bufferedRingMinBytes)
@@ -63,7 +69,8 @@ func runPhased(b *testing.B, mode FsyncMode, size, batch, conc int, choices []ch
 	}
 	defer r.Close()
 	d := NewDisk(r, nil)
-	l, err := d.Open(Options{Dir: b.TempDir(), FsyncMode: mode})
+	opts.Dir = b.TempDir()
+	l, err := d.Open(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
