@@ -124,7 +124,9 @@ func (f *FSM) Apply(index uint64, entry []byte) (Result, error) {
 // highest level the command gains from (a storage identity at 12, report
 // stamps at 13, deletes taking shard state at 10) as far as the lowest level
 // a voter reported: a voter that has not reported yet is taken to be on the
-// same build as the others (it was checked when it was added). Errors:
+// same build as the others (it was checked when it was added). A command
+// whose body depends on that level (a create_stream naming no routing, below
+// level 3) is written as it applies at it (levelWriter). Errors:
 // *LevelError (409).
 func (f *FSM) Propose(cmd Command, voters []string) ([]byte, error) {
 	req, full := cmd.levels(f.state)
@@ -132,5 +134,16 @@ func (f *FSM) Propose(cmd Command, voters []string) ([]byte, error) {
 		return nil, err
 	}
 	group, _, _ := GroupLevel(f.state, voters)
-	return EncodeEntry(cmd, max(req, min(full, group)))
+	level := max(req, min(full, group))
+	if w, ok := cmd.(levelWriter); ok {
+		cmd = w.atLevel(level)
+	}
+	return EncodeEntry(cmd, level)
+}
+
+// levelWriter is a command whose entry body depends on the level it is
+// written at: atLevel gives the command to encode (never the caller's,
+// changed).
+type levelWriter interface {
+	atLevel(level Level) Command
 }

@@ -83,8 +83,7 @@ func (h *harness) catalogCommand(d *datadriven.TestData) Command {
 	case "delete-namespace":
 		return &DeleteNamespace{TenantID: t, Namespace: ns}
 	case "create-stream":
-		return &CreateStream{TenantID: t, Namespace: ns, Stream: name, Shards: uint32(num(d, "shards", 1)),
-			ReplicationFactor: num(d, "rf", 1), Routing: arg(d, "routing", ""), Durable: true, AtMs: ms(d, "at")}
+		return streamCommand(d)
 	case "delete-stream":
 		return &DeleteStream{TenantID: t, Namespace: ns, Stream: name}
 	case "create-cache":
@@ -92,6 +91,13 @@ func (h *harness) catalogCommand(d *datadriven.TestData) Command {
 			ReplicationFactor: num(d, "rf", 1), AtMs: ms(d, "at")}
 	}
 	return &DeleteCache{TenantID: t, Namespace: ns, Cache: name}
+}
+
+// streamCommand gives create-stream's (and propose-stream's) command.
+func streamCommand(d *datadriven.TestData) *CreateStream {
+	t, ns, name := path(d)
+	return &CreateStream{TenantID: t, Namespace: ns, Stream: name, Shards: uint32(num(d, "shards", 1)),
+		ReplicationFactor: num(d, "rf", 1), Routing: arg(d, "routing", ""), Durable: true, AtMs: ms(d, "at")}
 }
 
 func (h *harness) cmdCatalog(d *datadriven.TestData) string {

@@ -170,3 +170,36 @@ func (h *harness) cmdConflict(d *datadriven.TestData) string {
 		ProbeAnswer{Answered: answered, Level: Level(num(d, "level", 0))})
 	return fmt.Sprintf("%s try=%d; held=%v", st.Action, st.Try, h.holds.HeldMembers())
 }
+
+// cmdProposeStream encodes a create-stream (create-stream's arguments) for
+// the voters and keeps the entry under as=NAME without applying it, so a
+// script can apply other entries first: what a proposal racing a finalize
+// meets (apply NAME applies it).
+func (h *harness) cmdProposeStream(d *datadriven.TestData) string {
+	entry, err := h.fsm.Propose(streamCommand(d), h.voters)
+	if err != nil {
+		return fmt.Sprintf("propose refused %d: %v", StatusOf(err), err)
+	}
+	if h.kept == nil {
+		h.kept = map[string][]byte{}
+	}
+	h.kept[arg(d, "as", "")] = entry
+	return fmt.Sprintf("kept as %s: level %d body %s", arg(d, "as", ""), binary.BigEndian.Uint16(entry[2:4]), entry[EntryHeaderLen:])
+}
+
+// cmdApply applies the entry kept under NAME at the next index.
+func (h *harness) cmdApply(d *datadriven.TestData) string {
+	entry, ok := h.kept[pos(d)]
+	if !ok {
+		scriptFail(d, "apply: no entry kept as %q", pos(d))
+	}
+	delete(h.kept, pos(d))
+	res, out := h.apply(entry)
+	if out != "" {
+		return out
+	}
+	if v, ok := res.Value.(Stream); ok {
+		return h.okOr("", "stream %s/%s/%s routing=%s; floor %d", v.TenantID, v.Namespace, v.Stream, v.Routing, h.fsm.state.Floor())
+	}
+	return h.okOr("", "applied")
+}

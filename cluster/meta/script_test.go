@@ -34,6 +34,7 @@ type harness struct {
 	index  uint64
 	snaps  map[string][]byte
 	holds  Holds
+	kept   map[string][]byte // entries proposed and not applied yet, by name
 }
 
 type handler func(h *harness, d *datadriven.TestData) string
@@ -54,6 +55,7 @@ func init() {
 		"snapshot": (*harness).cmdSnapshot, "restore": (*harness).cmdRestore, "corrupt": (*harness).cmdCorrupt,
 		"feed": (*harness).cmdFeed, "raw": (*harness).cmdRaw, "add-member": (*harness).cmdAddMember,
 		"hold": (*harness).cmdHold, "check-write": (*harness).cmdCheckWrite, "conflict": (*harness).cmdConflict,
+		"propose-stream": (*harness).cmdProposeStream, "apply": (*harness).cmdApply,
 	}
 }
 

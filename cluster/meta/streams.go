@@ -39,16 +39,40 @@ func (CreateStream) Kind() Kind { return KindCreateStream }
 func (DeleteStream) Kind() Kind { return KindDeleteStream }
 
 // A jump_hash stream needs level 3; an incarnated create (stream_incarnations
-// finalized) needs 10.
+// finalized) needs 10. A create naming no routing gains from level 3 even
+// before jump_hash_routing is finalized: apply picks the default on the state
+// it is applied to, which may have the finalize the proposer's did not, and
+// an entry at 3 may then become a jump_hash stream (seed: "streams created
+// from then on map routing keys to shards with jump consistent hashing").
 func (c CreateStream) levels(s *State) (Level, Level) {
 	req := LevelBase
 	if c.Routing == "jump_hash" || (c.Routing == "" && s.IsEnabled(FeatureJumpHashRouting)) {
 		req = LevelJumpHash
 	}
+	full := req
+	if c.Routing == "" {
+		full = LevelJumpHash
+	}
 	if s.IsEnabled(FeatureStreamIncarnations) {
 		req = max(req, LevelDeleteShards)
+		full = max(full, req)
 	}
-	return req, req
+	return req, full
+}
+
+// atLevel gives the create as written in an entry at level: below level 3,
+// where no jump_hash stream can be created, a create naming no routing names
+// modulo, so a finalize applied between its proposal and its apply cannot turn
+// it into a jump_hash stream its entry's level refuses (409 entry_level). A
+// member below level 3 reads "modulo" as it read the default. The caller's
+// command is not changed.
+func (c *CreateStream) atLevel(level Level) Command {
+	if c.Routing != "" || level >= LevelJumpHash {
+		return c
+	}
+	pinned := *c
+	pinned.Routing = "modulo"
+	return &pinned
 }
 
 func (DeleteStream) levels(*State) (Level, Level) { return LevelBase, LevelDeleteShards }
