@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/qlogwriter"
 
 	"felix/proto"
 )
@@ -418,8 +419,13 @@ func quicConfig(cfg *config) *quic.Config {
 		MaxIncomingUniStreams: 4096,
 		MaxIdleTimeout:        cfg.idleTimeout,
 		KeepAlivePeriod:       cfg.idleTimeout / 5,
+		Tracer:                quicTracer,
 	}
 }
+
+// quicTracer traces the SDK's QUIC connections when set (nil: untraced); the benchmarks
+// count the packets sent per request with it (bench_packets_test.go).
+var quicTracer func(ctx context.Context, isClient bool, connID quic.ConnectionID) qlogwriter.Trace
 
 func (s *connSlot) close() {
 	s.mu.Lock()

@@ -17,10 +17,10 @@ const (
 // sessionWriter coalesces the frames of pipelined requests into stream writes (issue 22,
 // finding 5). A request arriving while no write is in progress is written at once on the
 // caller's goroutine (no hand-off); requests arriving while a write is in progress are
-// appended to the next write, which the first of their callers to find the stream idle
-// performs for all of them, so sixteen requests in flight leave in a few writes (and QUIC
-// packets), not sixteen. Callers wait on a sync.Cond, not on a goroutine or a channel of
-// their own. Frames are written in the order write was called.
+// appended to the next write, which the caller whose write just ended (or else the first of
+// them to find the stream idle) makes for all of them, so requests in flight together leave
+// in a few writes, not one each. Callers wait on a sync.Cond, not on a goroutine or a
+// channel of their own. Frames are written in the order write was called.
 //
 // A failed write makes the writer refuse every later frame: the frames it carried that
 // began before the failure point are "started" (their outcome is unknown), the rest and all
@@ -28,10 +28,13 @@ const (
 type sessionWriter struct {
 	w io.Writer
 
-	mu      sync.Mutex
-	cond    sync.Cond // L = &mu; broadcast when a write ends
-	queue   []byte    // frames for the next write (generation next)
-	spare   []byte    // the previous write's buffer, reused for the next queue
+	mu sync.Mutex
+	// conds[g&1] (L = &mu) wakes the callers of generation g: all of them when its write
+	// ended, or one to make the write (nobody else is writing). Two, so ending one
+	// write does not wake the callers queued for the next.
+	conds   [2]sync.Cond
+	queue   []byte // frames for the next write (generation next)
+	spare   []byte // the previous write's buffer, reused for the next queue
 	writing bool
 	next    uint64 // generation of the frames in queue (the first write is generation 1)
 	written uint64 // the last generation whose write has ended
@@ -42,7 +45,7 @@ type sessionWriter struct {
 
 func newSessionWriter(w io.Writer) *sessionWriter {
 	sw := &sessionWriter{w: w, next: 1}
-	sw.cond.L = &sw.mu
+	sw.conds[0].L, sw.conds[1].L = &sw.mu, &sw.mu
 	return sw
 }
 
@@ -61,10 +64,19 @@ func (sw *sessionWriter) write(appendFrame func([]byte) []byte) (started bool, e
 	gen := sw.next
 	for sw.written < gen {
 		if sw.writing {
-			sw.cond.Wait()
+			sw.conds[gen&1].Wait()
 			continue
 		}
 		sw.flushLocked()
+	}
+	if len(sw.queue) > 0 && !sw.writing && sw.failGen == 0 {
+		// Frames queued behind our write: write them too, now, rather than wait for one of
+		// their callers to be scheduled (one extra write at most, so no caller is held for
+		// long by others' traffic).
+		sw.flushLocked()
+	}
+	if len(sw.queue) > 0 && !sw.writing {
+		sw.conds[sw.next&1].Signal() // one of the queued frames' callers makes the next write
 	}
 	switch {
 	case sw.failGen == 0 || gen < sw.failGen:
@@ -83,7 +95,7 @@ func (sw *sessionWriter) flushLocked() {
 	sw.queue, sw.spare = sw.spare[:0], nil
 	if sw.failGen != 0 { // the stream already failed: this generation is not sent
 		sw.written = gen
-		sw.cond.Broadcast()
+		sw.conds[gen&1].Broadcast()
 		return
 	}
 	sw.writing = true
@@ -98,5 +110,5 @@ func (sw *sessionWriter) flushLocked() {
 	if c := cap(buf); c <= keptWriteBuf || (c <= maxKeptWriteBuf && len(buf) >= c/4) {
 		sw.spare = buf[:0]
 	}
-	sw.cond.Broadcast()
+	sw.conds[gen&1].Broadcast()
 }
