@@ -1,30 +1,23 @@
 package upgrade
 
 import (
-	"os"
 	"testing"
 	"time"
 
 	"felix/cluster/meta"
 )
 
-// envKnownBugs runs the reproducers of bugs this package found that are not fixed yet.
-const envKnownBugs = "FELIX_UPGRADE_KNOWN_BUGS"
-
-// TestCreateRacingJumpHashFinalize reproduces what TestControlPlaneREST hit in 2 of 14 runs
-// (a v0.1.0 control plane; the current one has the same code): a stream create naming no
-// routing, proposed while jump_hash_routing is not enabled and applied after its finalize
-// (the new-cluster rule's, or an operator's during a roll), is refused 409 entry_level ("a
-// jump_hash stream needs an entry at metadata level 3; this one is at 1"). FSM.Propose
-// takes the entry's level from CreateStream.levels on the proposer's state (modulo: level
-// 1), CreateStream.apply's normalize picks the routing on the applied state (jump_hash).
-// A valid create is refused; it should either keep the routing it was proposed under or be
-// proposed at the level either routing needs. Runs with FELIX_UPGRADE_KNOWN_BUGS=1 until
-// cluster/meta is fixed; it fails today.
+// TestCreateRacingJumpHashFinalize is what TestControlPlaneREST hit in 2 of 14 runs (a
+// v0.1.0 control plane, which still has the bug): a stream create naming no routing,
+// proposed while jump_hash_routing is not enabled and applied after its finalize (the
+// new-cluster rule's, or an operator's during a roll), was refused 409 entry_level ("a
+// jump_hash stream needs an entry at metadata level 3; this one is at 1"): FSM.Propose took
+// the entry's level from the proposer's state (modulo: level 1) while apply picked the
+// routing on the applied state (jump_hash). Fixed in cluster/meta: with every voter at 3 the
+// entry is written at 3 and apply's default holds, so the stream is jump_hash, as the log
+// orders it after the finalize (cluster/meta/testdata/scripts/create_racing_finalize.txt
+// covers a group with an older member too).
 func TestCreateRacingJumpHashFinalize(t *testing.T) {
-	if os.Getenv(envKnownBugs) != "1" {
-		t.Skipf("%s=1 runs this reproducer of an open cluster/meta bug (fails today; see the doc comment)", envKnownBugs)
-	}
 	f := meta.New(meta.Config{})
 	voters := []string{"cp1"}
 	index := uint64(0)
@@ -59,7 +52,11 @@ func TestCreateRacingJumpHashFinalize(t *testing.T) {
 	if res := apply(propose(&meta.FinalizeFeature{Feature: meta.FeatureJumpHashRouting, AtMs: now})); res.Err != nil {
 		t.Fatalf("finalize: %v", res.Err)
 	}
-	if res := apply(create); res.Err != nil {
+	res := apply(create)
+	if res.Err != nil {
 		t.Fatalf("a create proposed before jump_hash_routing's finalize and applied after it: %v", res.Err)
+	}
+	if st, ok := res.Value.(meta.Stream); !ok || st.Routing != "jump_hash" {
+		t.Fatalf("a create applied after jump_hash_routing's finalize gave %+v, want a jump_hash stream", res.Value)
 	}
 }
