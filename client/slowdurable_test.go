@@ -1,12 +1,14 @@
 package client
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A subscriber that stops reading while a fast publisher sends 100 000 records (the
@@ -23,7 +25,9 @@ func TestSlowDurableSubscriberLosesNothing(t *testing.T) {
 	const n = 100_000
 	payload := strings.Repeat("x", 190)
 	for _, name := range []string{"durable", "memory"} {
-		ctx := testCtx(t)
+		// 100 000 records under -race on a loaded machine: a longer bound than testCtx.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
 		sub, err := c.Subscribe(ctx, name, Latest, SubscribeOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -52,7 +56,8 @@ func TestSlowDurableSubscriberLosesNothing(t *testing.T) {
 		for uint64(got)+gaps < n {
 			r, err := sub.Next(ctx)
 			if err != nil {
-				t.Fatalf("%s: Next after %d records, %d in gaps: %v", name, got, gaps, err)
+				t.Fatalf("%s: Next after %d records, %d in gaps: %v (catch-up episodes %d, records read from the log %d)", name, got, gaps, err,
+					metric(t, b, "felix_subscribe_catchup_total", name), metric(t, b, "felix_subscribe_catchup_records_total", name))
 			}
 			gaps += r.Gap
 			if want := fmt.Sprintf("%06d", uint64(got)+gaps); r.Gap != 0 || string(r.Payload[:6]) != want {
