@@ -23,9 +23,13 @@ const (
 )
 
 // commitStyle is the kind new on_commit writes use (commitLinked or commitDSync; commitAfter
-// turns the single submission off). Chosen by measurement on this disk
-// (docs/bench/seglog.md); tests run every kind.
-var commitStyle = commitLinked
+// turns the single submission off). Chosen by measurement on this disk (docs/bench/seglog.md):
+// commitAfter for now. Inside seglog the linked chain measured level with it or ahead (the
+// fdatasync was already submitted in the Poll that reaped the write), through the broker it
+// measured 0.78–0.81× the records/s of durable-1k-on_commit (two runs of eight ABBA pairs at
+// load 27–36), and the write's own completion still wakes the core (IOSQE_CQE_SKIP_SUCCESS
+// would remove that wake-up: not built). RWF_DSYNC lost everywhere. Tests run every kind.
+var commitStyle = commitAfter
 
 // commitWith returns the commit kind of u's write in parts ops.
 func (l *Log) commitWith(u *unit, parts int) int {
