@@ -136,6 +136,7 @@ func (a *Admin) register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/tenants/{t}/namespaces/{ns}/caches", a.createCache)
 	mux.HandleFunc("GET /v1/tenants/{t}/namespaces/{ns}/caches/{c}", a.getCache)
 	mux.HandleFunc("DELETE /v1/tenants/{t}/namespaces/{ns}/caches/{c}", a.deleteCache)
+	a.registerKeys(mux) // admin_keys.go: signing-key list, rotation, removal
 }
 
 // apiError is the JSON error body of the admin API.

@@ -13,8 +13,9 @@ import (
 )
 
 func (a *app) tokenCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "token", Short: "Issue tokens from a broker's key store", RunE: groupRunE}
+	cmd := &cobra.Command{Use: "token", Short: "Issue tokens; list, rotate and revoke signing keys", RunE: groupRunE}
 	cmd.AddCommand(a.tokenIssue())
+	cmd.AddCommand(a.tokenKeyCommands()...) // tokenkeys.go
 	return cmd
 }
 
