@@ -12,8 +12,8 @@ import (
 )
 
 func (a *app) streamCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "stream", Short: "Create, list, describe and delete streams (admin API)", RunE: groupRunE}
-	cmd.AddCommand(a.streamCreate(), a.streamList(), a.streamDescribe(), a.streamDelete())
+	cmd := &cobra.Command{Use: "stream", Short: "Create, list, describe, show stats of and delete streams (admin API)", RunE: groupRunE}
+	cmd.AddCommand(a.streamCreate(), a.streamList(), a.streamDescribe(), a.streamDelete(), a.streamStats()) // stats: streamstats.go
 	return cmd
 }
 
