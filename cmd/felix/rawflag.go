@@ -21,3 +21,11 @@ func (a *app) checkRaw(offsets bool) error {
 	}
 	return nil
 }
+
+// checkSubFlags is sub's flag check: --raw's exclusions, then a non-negative --count.
+func (a *app) checkSubFlags(offsets bool, count int64) error {
+	if err := a.checkRaw(offsets); err != nil {
+		return err
+	}
+	return checkNonNegative("count", count)
+}

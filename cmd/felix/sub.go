@@ -94,14 +94,11 @@ By default every shard of the stream is read (the shard count comes from the adm
 --shard picks shards.`,
 		Args: nameArgs(1, 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := a.checkRaw(showOffsets); err != nil { // rawflag.go
+			if err := a.checkSubFlags(showOffsets, count); err != nil { // rawflag.go
 				return err
 			}
 			start, err := parseStart(from)
 			if err != nil {
-				return err
-			}
-			if err := checkNonNegative("count", count); err != nil {
 				return err
 			}
 			ctx, stop := signalContext(cmd.Context())
