@@ -53,7 +53,7 @@ func TestBadFlagValuesRefused(t *testing.T) {
 		{nil, []string{"group", "poll", "s", "g", "--wait", "-1s"}, "--wait -1s: must not be negative"},
 		{nil, []string{"group", "nack", "s", "g", "1", "--after", "-1s"}, "--after -1s: must not be negative"},
 		{nil, []string{"group", "ack", "s", "g", "1", "--shard", "4096"}, "--shard 4096: want 0..4095"},
-		{nil, []string{"group", "poll", "s", "g", "--max", "0"}, "--max 0: want 1..65535"},
+		{nil, []string{"group", "poll", "s", "g", "--max", "0"}, "--max 0: want 1..10000"},
 		{nil, []string{"group", "dlq", "list", "s", "g", "--limit", "-1"}, "--limit -1: must not be negative"},
 		{nil, []string{"token", "issue", "--subject", "x", "--perm", "p", "--ttl", "-1h"}, "--ttl -1h0m0s: must not be negative"},
 		{nil, []string{"log", "dump", "--stream", "x", "--limit", "-1"}, "--limit -1: must not be negative"},

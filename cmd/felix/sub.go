@@ -210,8 +210,9 @@ func (w *idleWait) next() time.Duration {
 	return max(0, w.idle-time.Since(since))
 }
 
-// liveCheck is how often, without --idle-exit, sub and cache watch look at their
-// connection while no record arrives, so that a lost broker is reported ("reconnecting")
+// liveCheck is how often, without --idle-exit, sub looks at its connection while no
+// record arrives (not cache watch: client.Watch.Next cancels the watch stream when its
+// context ends, so a watch is never polled), so that a lost broker is reported ("reconnecting")
 // rather than looking like a quiet stream (issue 23 item 10).
 const liveCheck = time.Second
 

@@ -71,7 +71,7 @@ resumed from the last change's offset + 1; one lost before the first change with
 				fmt.Fprintf(a.stderr, "watching %s in cache %s\n", args[1], args[0])
 			}
 			iw := &idleWait{a: a, idle: idle, live: w.Live}
-			for n, wait := int64(0), iw.first(); count == 0 || n < count; {
+			for n, wait := int64(0), idle; count == 0 || n < count; {
 				nctx, cancel := nextCtx(ctx, wait)
 				ch, err := w.Next(nctx)
 				cancel()
@@ -86,7 +86,7 @@ resumed from the last change's offset + 1; one lost before the first change with
 				case err != nil:
 					return a.watchEnded(ctx, c, args[0], args[1], err)
 				}
-				n, wait = n+1, iw.first()
+				n, wait = n+1, idle
 				iw.seen()
 				if a.jsonOut {
 					out := map[string]any{"key": ch.Key, "op": string(ch.Op), "offset": ch.Offset}
