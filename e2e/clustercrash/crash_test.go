@@ -172,7 +172,7 @@ func waitGroupCovers(ctx context.Context, g *group, results []pubResult, within 
 		if missing == 0 {
 			return
 		}
-		time.Sleep(100 * time.Millisecond) // a poll of the condition, bounded by within
+		hold(ctx, 100*time.Millisecond) // the next look at the condition, bounded by within
 	}
 }
 

@@ -119,7 +119,7 @@ func killShardLeader(ctx context.Context, bed *clusterbed.Bed, rng *rand.Rand, k
 	}
 	d := downFor(rng)
 	log.note(faultLeaderKill, "%s (leader of %s shard %d at generation %d), down %v", br.ID, name, shard, a.Generation, d.Round(time.Millisecond))
-	time.Sleep(d) // the fault's length, not a wait for a condition
+	hold(ctx, d)
 	return bed.RestartBroker(ctx, br)
 }
 
@@ -134,7 +134,7 @@ func killControlPlaneLeader(ctx context.Context, bed *clusterbed.Bed, log *fault
 		return err
 	}
 	log.note(faultCPKill, "%s", m.ID)
-	time.Sleep(time.Second) // the fault's length
+	hold(ctx, time.Second)
 	if err := bed.RestartMember(ctx, m); err != nil {
 		return err
 	}
@@ -151,6 +151,17 @@ func pauseBroker(ctx context.Context, bed *clusterbed.Bed, rng *rand.Rand, log *
 		return err
 	}
 	log.note(faultPause, "%s for 2s", br.ID)
-	time.Sleep(2 * time.Second) // the fault's length
+	hold(ctx, 2*time.Second)
 	return br.Proc.Resume(ctx)
+}
+
+// hold keeps a fault in place for d (its length: a schedule, not a wait for a condition),
+// or until ctx ends.
+func hold(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }

@@ -10,7 +10,7 @@
 //	FELIX_LOG_LEVEL: "debug"   # the variable's own name is a key too
 //
 // Values are plain scalars (the rest of the line after ": ", a " #" comment removed,
-// blanks trimmed), "double-quoted" (Go/JSON escapes) or 'single-quoted' ('' for a quote).
+// blanks trimmed), "double-quoted" (Go/JSON escapes) or 'single-quoted' (” for a quote).
 // This is the subset of YAML 1.2 a flat settings file needs: nesting, sequences, flow
 // collections, anchors, tags, block scalars and several documents are refused with a
 // *SyntaxError naming the line, never guessed at. (A YAML library would need a go.mod
