@@ -7,11 +7,8 @@
 package failover
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,6 +18,7 @@ import (
 
 	"felix/cluster/meta"
 	"felix/internal/testwait"
+	"felix/testbed/clusterbed"
 	"felix/testbed/scenario"
 	"felix/testbed/supervisor"
 )
@@ -180,29 +178,7 @@ func (f *fixture) broker(id string) *brokerProc {
 // call sends a JSON request and decodes a JSON answer into out (when not nil); it returns
 // the status and the raw answer; a transport error is status 0.
 func call(ctx context.Context, method, url string, body, out any) (int, string) {
-	var rd io.Reader
-	if body != nil {
-		data, _ := json.Marshal(body)
-		rd = bytes.NewReader(data)
-	}
-	ctx, cancel := context.WithTimeout(ctx, requestBudget)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return 0, err.Error()
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if out != nil && resp.StatusCode < 300 {
-		if err := json.Unmarshal(data, out); err != nil {
-			return 0, fmt.Sprintf("answer %s: %v", data, err)
-		}
-	}
-	return resp.StatusCode, string(data)
+	return clusterbed.CallJSON(ctx, method, url, "", body, out)
 }
 
 // assignment is the control plane's assignment of shard 0 of the stream.

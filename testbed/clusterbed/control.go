@@ -22,10 +22,16 @@ const requestBudget = 10 * time.Second
 
 var httpClient = &http.Client{Timeout: requestBudget}
 
-// Call sends a JSON request (body marshalled when not nil, the bed's admin token as the
-// bearer) and decodes a 2xx JSON answer into out when out is not nil. It returns the
-// status and the raw answer; a transport error is status 0 with the error's text.
+// Call is CallJSON with the bed's admin token as the bearer.
 func (b *Bed) Call(ctx context.Context, method, url string, body, out any) (int, string) {
+	return CallJSON(ctx, method, url, b.Token, body, out)
+}
+
+// CallJSON sends a JSON request (body marshalled when not nil; token, when not "", as the
+// bearer), bounded by requestBudget, and decodes a 2xx JSON answer into out when out is not
+// nil. It returns the status and the raw answer; a transport error is status 0 with the
+// error's text.
+func CallJSON(ctx context.Context, method, url, token string, body, out any) (int, string) {
 	var rd io.Reader
 	if body != nil {
 		data, _ := json.Marshal(body)
@@ -37,7 +43,9 @@ func (b *Bed) Call(ctx context.Context, method, url string, body, out any) (int,
 	if err != nil {
 		return 0, err.Error()
 	}
-	req.Header.Set("Authorization", "Bearer "+b.Token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := httpClient.Do(req)
 	if err != nil {
